@@ -1,0 +1,48 @@
+"""Episode bookkeeping on the env's device: returns and lengths of finished episodes.
+
+``update`` runs once per step with no host synchronisation (it only does tensor arithmetic on the device);
+``drain`` reads the accumulated figures back once, e.g. per training iteration.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Union
+
+import torch
+
+
+class EpisodeTracker:
+    """Running return and length per env; totals over the episodes finished since the last drain."""
+
+    def __init__(self, num_envs: int, device: Union[str, torch.device] = "cpu"):
+        self.device = torch.device(device)
+        self.running_return = torch.zeros(num_envs, dtype=torch.float64, device=self.device)
+        self.running_length = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        # the last finished episode of each env (nan until it finishes one): a smoothed view for logs
+        self.last_return = torch.full((num_envs,), math.nan, dtype=torch.float64, device=self.device)
+        self.last_length = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        self._sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # count, return, length
+
+    def update(self, rewards: torch.Tensor, resets: torch.Tensor) -> None:
+        """Account one step of the first len(rewards) envs (the active ones)."""
+        n = rewards.shape[0]
+        ret, length = self.running_return[:n], self.running_length[:n]
+        ret += rewards
+        length += 1
+        done = resets.to(torch.bool)
+        done_f = done.to(torch.float64)
+        self._sums[0] += done_f.sum()
+        self._sums[1] += (ret * done_f).sum()
+        self._sums[2] += (length.to(torch.float64) * done_f).sum()
+        self.last_return[:n] = torch.where(done, ret, self.last_return[:n])
+        self.last_length[:n] = torch.where(done, length, self.last_length[:n])
+        ret.masked_fill_(done, 0.0)
+        length.masked_fill_(done, 0)
+
+    def drain(self) -> Dict[str, float]:
+        """Episodes finished since the last drain: count, mean return, mean length (nan when none)."""
+        count, ret, length = self._sums.tolist()
+        self._sums.zero_()
+        if count == 0:
+            return {"episodes": 0, "mean_return": math.nan, "mean_length": math.nan}
+        return {"episodes": int(count), "mean_return": ret / count, "mean_length": length / count}

@@ -1,0 +1,100 @@
+"""The Isaac Gym backend: IsaacGymEnvs' VecTask behind the VecEnv contract.
+
+Kept thin on purpose: Isaac Gym only runs on NVIDIA GPUs with Python 3.8 (our docker/ image), so everything
+here is what can be checked against the VecTask contract without it.
+
+Semantics the adapter passes through unchanged, and what differs from the MuJoCo ports:
+- IsaacGymEnvs resets an ended env inside the *next* step, so the observation returned with a reset flag is
+  the terminal one: it is given as ``extras["final_obs"]`` as well, for exact time-out bootstrapping, and the
+  transition after it (physics from the terminal state, then the reset) is one wasted sample per episode.
+- Resets arrive as IsaacGymEnvs' long tensor and are returned as bool.
+- ``set_active(n)``: an Isaac Gym sim is a fixed pool, so every env is still simulated (at full cost); the
+  envs past n get zero actions and are left out of what step returns.
+- Task parameters come from IsaacGymEnvs' own task config (same key names and defaults as cfg/task here);
+  only num_envs is forwarded.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import Any, Dict
+
+import torch
+
+from isaac_ppo.envs.contract import StepResult, check_actions, check_active
+from isaac_ppo.errors import UserError
+
+INSTALL_HINT = (
+    "sim=isaacgym needs NVIDIA Isaac Gym Preview 4 (a tarball from NVIDIA, Python 3.8 only, not on PyPI) and "
+    "IsaacGymEnvs: use the GPU image in docker/ (see its README), or run with sim=mujoco"
+)
+ORDER_HINT = (
+    "Isaac Gym refuses to load after torch: start from the isaac-ppo console scripts (they import it first) "
+    "or put `import isaacgym` before `import torch` in your script"
+)
+
+
+def available() -> bool:
+    """Whether Isaac Gym is loaded (isaac_ppo.preload) and a CUDA device exists: what sim=auto asks."""
+    return "isaacgym" in sys.modules and torch.cuda.is_available()
+
+
+def make_env(task: str, num_envs: int, seed: int, device: str) -> "IsaacGymVecEnv":
+    """Build task through isaacgymenvs.make (headless, physics and learner on device)."""
+    if "isaacgym" not in sys.modules:
+        if importlib.util.find_spec("isaacgym") is None:
+            raise UserError(INSTALL_HINT)
+        raise UserError(ORDER_HINT)
+    if importlib.util.find_spec("isaacgymenvs") is None:
+        raise UserError(INSTALL_HINT)
+    import isaacgymenvs
+
+    vectask = isaacgymenvs.make(
+        seed=seed,
+        task=task,
+        num_envs=num_envs,
+        sim_device=device,
+        rl_device=device,
+        graphics_device_id=-1,
+        headless=True,
+    )
+    return IsaacGymVecEnv(vectask)
+
+
+class IsaacGymVecEnv:
+    """VecEnv contract over an IsaacGymEnvs VecTask (num_envs, num_obs, num_acts, rl_device, reset, step)."""
+
+    def __init__(self, vectask: Any):
+        self.vectask = vectask
+        self.num_envs = int(vectask.num_envs)
+        self.num_obs = int(vectask.num_obs)
+        self.num_actions = int(vectask.num_acts)
+        self.device = torch.device(vectask.rl_device)
+        self.max_episode_length = int(vectask.max_episode_length)
+        self.active = self.num_envs
+        self._last_obs = None  # the whole pool's, for set_active
+
+    def reset(self) -> Dict[str, torch.Tensor]:
+        self._last_obs = self.vectask.reset()["obs"]
+        return {"obs": self._last_obs[: self.active]}
+
+    def set_active(self, n: int) -> Dict[str, torch.Tensor]:
+        self.active = check_active(n, self.num_envs)
+        if self._last_obs is None:
+            return self.reset()
+        return {"obs": self._last_obs[:n]}
+
+    def step(self, actions: torch.Tensor) -> StepResult:
+        n = self.active
+        actions = check_actions(actions, n, self.num_actions).to(self.device)
+        if n < self.num_envs:
+            padded = torch.zeros(self.num_envs, self.num_actions, device=self.device, dtype=actions.dtype)
+            padded[:n] = actions
+            actions = padded
+        obs_dict, rewards, resets, extras = self.vectask.step(actions)
+        obs = obs_dict["obs"]
+        self._last_obs = obs
+        out_extras = dict(extras)
+        out_extras["time_outs"] = extras["time_outs"][:n].to(torch.bool)
+        out_extras["final_obs"] = obs[:n]
+        return {"obs": obs[:n]}, rewards[:n], resets[:n].to(torch.bool), out_extras

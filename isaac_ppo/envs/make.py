@@ -1,0 +1,96 @@
+"""make(): build a task behind the VecEnv contract on the chosen simulator.
+
+sim="mujoco" builds the MuJoCo port; sim="isaacgym" builds the IsaacGymEnvs task; sim="auto" takes Isaac Gym
+when it is loaded and CUDA is present, else MuJoCo. Task parameters come from cfg/task/<task>.yaml.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+import isaac_ppo.cfg
+from isaac_ppo.envs import isaacgym as isaacgym_backend
+from isaac_ppo.envs.contract import check_num_envs
+from isaac_ppo.errors import UserError
+
+SIMS = ("auto", "mujoco", "isaacgym")
+TASK_CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(isaac_ppo.cfg.__file__)), "task")
+MUJOCO_HINT = "the MuJoCo backend needs mujoco>=3.17 (Python>=3.10): pip install 'mujoco>=3.17', or use sim=isaacgym"
+
+
+def available_tasks() -> List[str]:
+    return sorted(name[: -len(".yaml")] for name in os.listdir(TASK_CONFIG_DIR) if name.endswith(".yaml"))
+
+
+def load_task_config(task: str, overrides: Optional[Dict[str, Any]] = None) -> DictConfig:
+    """The task's config node, with overrides merged in.
+
+    An override key names a top-level node (``env``, ``sim``, ``mujoco``; the value is merged into it) or
+    a key of ``env`` (``episodeLength=200``), as IsaacGymEnvs users write ``task.env.episodeLength=200``.
+    """
+    tasks = available_tasks()
+    if task not in tasks:
+        raise UserError(f"unknown task {task!r}; available tasks: {', '.join(tasks)}")
+    cfg = OmegaConf.load(os.path.join(TASK_CONFIG_DIR, task + ".yaml"))
+    for key, value in (overrides or {}).items():
+        if key in cfg and isinstance(cfg[key], DictConfig):
+            if not isinstance(value, dict):
+                raise UserError(f"task override {key!r} must be a mapping of its keys, got {value!r}")
+            unknown = sorted(set(value) - set(cfg[key]))
+            if unknown:
+                raise UserError(
+                    f"unknown key(s) {', '.join(unknown)} in task override {key!r}; "
+                    f"known: {', '.join(sorted(cfg[key]))}"
+                )
+            cfg[key] = OmegaConf.merge(cfg[key], value)
+        elif key in cfg.env:
+            cfg.env[key] = value
+        else:
+            raise UserError(
+                f"unknown task parameter {key!r} for {task}; env keys: {', '.join(sorted(cfg.env))}"
+            )
+    return cfg
+
+
+def resolve_sim(sim: str) -> str:
+    """The concrete backend for sim (auto -> isaacgym or mujoco)."""
+    if sim not in SIMS:
+        raise UserError(f"unknown sim {sim!r}; choose one of: {', '.join(SIMS)}")
+    if sim == "auto":
+        return "isaacgym" if isaacgym_backend.available() else "mujoco"
+    return sim
+
+
+def make(
+    task: str,
+    num_envs: Optional[int] = None,
+    sim: str = "auto",
+    seed: int = 0,
+    device: str = "cpu",
+    **overrides: Any,
+) -> Any:
+    """Build task with num_envs parallel envs (default: the task config's env.numEnvs) behind the VecEnv contract.
+
+    device is where observations, rewards and flags arrive and where actions may live. On MuJoCo the physics
+    runs on the CPU and each step makes one copy to device.
+    """
+    cfg = load_task_config(task, overrides)
+    num_envs = check_num_envs(int(cfg.env.numEnvs) if num_envs is None else num_envs)
+    backend = resolve_sim(sim)
+    if backend == "isaacgym":
+        if overrides:
+            raise UserError(
+                f"task overrides ({', '.join(sorted(overrides))}) are not forwarded to Isaac Gym yet: "
+                "set them in IsaacGymEnvs' task config, or drop them"
+            )
+        return isaacgym_backend.make_env(task, num_envs, seed, device)
+    if importlib.util.find_spec("mujoco") is None or importlib.util.find_spec("mujoco.batch") is None:
+        raise UserError(MUJOCO_HINT)
+    from isaac_ppo.tasks import TASKS, task_class
+
+    if task not in TASKS:
+        raise UserError(f"task {task!r} has no MuJoCo port; ported tasks: {', '.join(sorted(TASKS))}")
+    return task_class(task)(OmegaConf.to_container(cfg, resolve=True), num_envs, seed=seed, device=device)

@@ -1,0 +1,200 @@
+"""MujocoTask: the VecEnv contract over mujoco.batch.Batch.
+
+Owns the pool of simulations, the active subset, substeps, automatic resets, divergence handling and the
+one host-to-device copy per step. A task subclass supplies its model file and three small torch functions:
+``compute_observations``, ``compute_reward`` and ``reset_state``.
+
+Reset timing (a documented difference from IsaacGymEnvs): an env whose episode ends in step t is reset
+inside step t, Isaac Lab style. Step t returns the new episode's first observation in ``obs`` and the
+terminal one in ``extras["final_obs"]``; the flags mean what the contract says. IsaacGymEnvs instead resets
+inside step t+1, after physics already ran from the terminal state, which wastes one transition per episode.
+An episode therefore lasts exactly ``episodeLength`` transitions here (a time-out fires when the step counter
+reaches it), the same count rl-games reports for an IsaacGymEnvs episode (999 steps plus the wasted one).
+"""
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from typing import Any, Dict, Mapping, Tuple, Union
+
+import numpy as np
+import torch
+
+from isaac_ppo.envs.contract import StepResult, check_actions, check_active, check_num_envs, nonfinite_rows
+
+ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
+
+Selection = Union[slice, torch.Tensor]
+
+
+class MujocoTask:
+    """A batch of MuJoCo simulations of one task behind the VecEnv contract."""
+
+    asset = ""  # model file in assets/
+    num_obs = 0
+    num_actions = 0
+    # derived MjData fields the task reads besides qpos/qvel (bound once, refreshed by every batch call)
+    derived_fields: Tuple[str, ...] = ()
+
+    def __init__(self, cfg: Mapping[str, Any], num_envs: int, seed: int = 0, device: str = "cpu"):
+        import mujoco
+        from mujoco.batch import Batch
+
+        self.cfg = cfg
+        env = cfg["env"]
+        self.num_envs = check_num_envs(num_envs)
+        self.device = torch.device(device)
+        self.max_episode_length = int(env["episodeLength"])
+        self.clip_actions = float(env.get("clipActions", 1.0))
+        self.clip_obs = float(env.get("clipObservations", math.inf))
+        self.power_scale = float(env.get("powerScale", 1.0))
+        self.dt = float(cfg["sim"]["dt"])  # the control step, as the task's rewards use it
+        sim = cfg["mujoco"]
+        self.substeps = int(sim["substeps"])
+
+        self.model = mujoco.MjModel.from_xml_path(os.path.join(ASSET_DIR, self.asset))
+        self.model.opt.timestep = float(sim["timestep"])
+        self.configure_model(self.model)
+        nthread = int(sim.get("nthread", 0)) or (os.cpu_count() or 1)
+        self.batch = Batch(self.model, self.num_envs, nthread)
+
+        # torch views of the batch's arrays, no copies: state rows (float64, writable) ...
+        self.qpos = torch.from_numpy(self.batch.bind("qpos"))
+        self.qvel = torch.from_numpy(self.batch.bind("qvel"))
+        self.ctrl = torch.from_numpy(self.batch.bind("ctrl"))
+        # ... and derived outputs, which the batch refreshes after every call (read-only for us; torch warns
+        # that it cannot mark them so)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            self.derived = {f: torch.from_numpy(self.batch.bind(f)) for f in self.derived_fields}
+        self._warning_counts = self.batch.warning[:, :, 1]  # (nsim, mjNWARNING), cleared by a reset
+        self._mj_stage_none = int(mujoco.mjtStage.mjSTAGE_NONE)
+
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.progress = torch.zeros(self.num_envs, dtype=torch.long)
+        self.last_actions = torch.zeros(self.num_envs, self.num_actions)
+        # staging buffer for everything a step returns: [obs | final_obs | reward | reset | time_out], so that
+        # one copy carries it to the learner's device
+        self._out = torch.zeros(self.num_envs, 2 * self.num_obs + 3)
+        self._sim_ids = np.arange(self.num_envs, dtype=np.int32)
+        self.active = self.num_envs
+        self.diverged_total = 0
+        self.setup()
+
+    # ----------------------------------------------------------------------------------------------
+    # what a task supplies
+
+    def configure_model(self, model: Any) -> None:
+        """Apply config values that live in the model (e.g. a motor gear) before the batch copies it."""
+
+    def setup(self) -> None:
+        """Build the task's constant tensors (limits, targets, scales) once the batch exists."""
+
+    def compute_observations(self, sel: Selection) -> torch.Tensor:
+        """Float32 observations of the envs in sel (a slice or an index tensor), unclipped."""
+        raise NotImplementedError
+
+    def compute_reward(self, obs: torch.Tensor, sel: Selection) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Rewards (float32) and terminal flags (bool) of the envs in sel, from their observations."""
+        raise NotImplementedError
+
+    def reset_state(self, ids: torch.Tensor) -> None:
+        """Write a fresh initial qpos/qvel for envs ids (the batch already reset them to the model's defaults)
+        and reset any per-env task buffers."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------------------------
+    # the contract
+
+    def reset(self) -> Dict[str, torch.Tensor]:
+        """Reset every env of the pool and return the first observations of the active ones."""
+        self.reset_idx(torch.arange(self.num_envs))
+        return {"obs": self._observe(slice(0, self.active)).to(self.device)}
+
+    def set_active(self, n: int) -> Dict[str, torch.Tensor]:
+        """Step only the first n envs from now on; returns their current observations."""
+        self.active = check_active(n, self.num_envs)
+        return {"obs": self._observe(slice(0, n)).to(self.device)}
+
+    def step(self, actions: torch.Tensor) -> StepResult:
+        n, num_obs = self.active, self.num_obs
+        actions = check_actions(actions, n, self.num_actions).to("cpu", torch.float32)
+        actions = actions.clamp(-self.clip_actions, self.clip_actions)
+        self.last_actions[:n] = actions
+        self.ctrl[:n] = actions * self.power_scale
+        self.batch.step(None if n == self.num_envs else self._sim_ids[:n], self.substeps)
+        self.progress[:n] += 1
+
+        active = slice(0, n)
+        obs = self.compute_observations(active)
+        rew, terminated = self.compute_reward(obs, active)
+        time_out = (self.progress[:n] >= self.max_episode_length) & ~terminated
+        diverged = self._diverged(n, obs)
+        if diverged.numel():
+            # a diverged simulation's state is garbage: end its episode as terminal with no reward and a
+            # zero final observation, so nothing non-finite reaches the batch
+            obs[diverged] = 0.0
+            rew[diverged] = 0.0
+            terminated[diverged] = True
+            time_out[diverged] = False
+            self.diverged_total += int(diverged.numel())
+        resets = terminated | time_out
+
+        out = self._out[:n]
+        self._clip_into(out[:, num_obs : 2 * num_obs], obs)
+        reset_ids = resets.nonzero().flatten()
+        if reset_ids.numel():
+            self.reset_idx(reset_ids)
+            obs[reset_ids] = self.compute_observations(reset_ids)
+        self._clip_into(out[:, :num_obs], obs)
+        out[:, 2 * num_obs] = rew
+        out[:, 2 * num_obs + 1] = resets
+        out[:, 2 * num_obs + 2] = time_out
+
+        packed = out.to(self.device, copy=True)
+        extras = {
+            "time_outs": packed[:, 2 * num_obs + 2].bool(),
+            "final_obs": packed[:, num_obs : 2 * num_obs],
+            "diverged": int(diverged.numel()),
+        }
+        return {"obs": packed[:, :num_obs]}, packed[:, 2 * num_obs], packed[:, 2 * num_obs + 1].bool(), extras
+
+    # ----------------------------------------------------------------------------------------------
+    # machinery
+
+    def reset_idx(self, ids: torch.Tensor) -> None:
+        """Reset envs ids to fresh initial states (reset noise from this env's generator)."""
+        sims = ids.numpy().astype(np.int32)
+        # the batch reset clears state, controls and warning counters; forward() after the new state is
+        # written refreshes the derived fields (sensors) the first observation reads
+        self.batch.reset(sims, stage=self._mj_stage_none)
+        self.reset_state(ids)
+        if self.derived_fields:
+            self.batch.forward(sims)
+        self.progress[ids] = 0
+        self.last_actions[ids] = 0.0
+
+    def _observe(self, sel: slice) -> torch.Tensor:
+        obs = self.compute_observations(sel)
+        return obs.clamp(-self.clip_obs, self.clip_obs) if math.isfinite(self.clip_obs) else obs
+
+    def _clip_into(self, dst: torch.Tensor, obs: torch.Tensor) -> None:
+        if math.isfinite(self.clip_obs):
+            torch.clamp(obs, -self.clip_obs, self.clip_obs, out=dst)
+        else:
+            dst.copy_(obs)
+
+    def _diverged(self, n: int, obs: torch.Tensor) -> torch.Tensor:
+        """Ids of active envs whose simulation raised a MuJoCo warning or whose observation is non-finite.
+
+        MuJoCo answers a diverging simulation (bad qacc, non-finite or huge state) by resetting its data to
+        the model defaults and counting a warning, so the state alone cannot tell; the counters can. They are
+        cleared by the reset. The observation check catches what slips past MuJoCo's own.
+        """
+        counts = self._warning_counts[:n]
+        bad = nonfinite_rows(obs)
+        if not np.count_nonzero(counts):
+            return bad
+        warned = torch.from_numpy(counts.any(axis=1)).nonzero().flatten()
+        return torch.unique(torch.cat((warned, bad)))

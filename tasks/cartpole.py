@@ -1,0 +1,48 @@
+"""Cartpole: IsaacGymEnvs' task on MuJoCo (obs 4, act 1).
+
+Obs: [cart position, cart velocity, pole angle, pole angular velocity].
+Reward: 1 - angle^2 - 0.01 |cart vel| - 0.005 |pole vel|; -2 and terminal when |cart pos| > resetDist or
+|pole angle| > pi/2. Reset: positions U(-0.1, 0.1), velocities U(-0.25, 0.25) for both joints.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Tuple
+
+import torch
+
+from isaac_ppo.tasks.base import MujocoTask, Selection
+
+
+class Cartpole(MujocoTask):
+    asset = "cartpole.xml"
+    num_obs = 4
+    num_actions = 1
+
+    def configure_model(self, model: Any) -> None:
+        model.actuator_gear[0, 0] = float(self.cfg["env"]["maxEffort"])
+
+    def setup(self) -> None:
+        self.reset_dist = float(self.cfg["env"]["resetDist"])
+
+    def compute_observations(self, sel: Selection) -> torch.Tensor:
+        qpos, qvel = self.qpos[sel], self.qvel[sel]
+        return torch.stack((qpos[:, 0], qvel[:, 0], qpos[:, 1], qvel[:, 1]), dim=1).float()
+
+    def compute_reward(self, obs: torch.Tensor, sel: Selection) -> Tuple[torch.Tensor, torch.Tensor]:
+        return cartpole_reward(obs, self.reset_dist)
+
+    def reset_state(self, ids: torch.Tensor) -> None:
+        k = ids.numel()
+        pos = 0.2 * (torch.rand(k, 2, generator=self.generator, dtype=torch.float64) - 0.5)
+        vel = 0.5 * (torch.rand(k, 2, generator=self.generator, dtype=torch.float64) - 0.5)
+        self.qpos[ids] = pos
+        self.qvel[ids] = vel
+
+
+def cartpole_reward(obs: torch.Tensor, reset_dist: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    cart_pos, cart_vel, angle, pole_vel = obs.unbind(dim=1)
+    reward = 1.0 - angle * angle - 0.01 * cart_vel.abs() - 0.005 * pole_vel.abs()
+    terminated = (cart_pos.abs() > reset_dist) | (angle.abs() > math.pi / 2)
+    reward = torch.where(terminated, torch.full_like(reward, -2.0), reward)
+    return reward, terminated
