@@ -1,0 +1,262 @@
+"""The MuJoCo ports against IsaacGymEnvs' task semantics, on real MuJoCo batches and constructed states."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from isaac_ppo.envs import make
+from isaac_ppo.tasks.cartpole import cartpole_reward
+
+
+def quat_about(axis, angle):
+    axis = np.asarray(axis, dtype=np.float64) / np.linalg.norm(axis)
+    return np.concatenate(([math.cos(angle / 2)], math.sin(angle / 2) * axis))
+
+
+def rotation_matrix(q):
+    w, x, y, z = q
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+@pytest.mark.parametrize("task,num_obs,num_actions", [("Cartpole", 4, 1), ("Ant", 60, 8), ("Humanoid", 108, 21)])
+def test_sizes_and_first_observation(task, num_obs, num_actions):
+    env = make(task, 8, sim="mujoco")
+    assert (env.num_obs, env.num_actions) == (num_obs, num_actions)
+    obs = env.reset()["obs"]
+    assert obs.shape == (8, num_obs) and obs.dtype == torch.float32
+    obs, rew, resets, extras = env.step(torch.zeros(8, num_actions))
+    assert obs["obs"].shape == (8, num_obs)
+    assert rew.shape == (8,) and rew.dtype == torch.float32
+    assert resets.dtype == torch.bool and extras["time_outs"].dtype == torch.bool
+    assert extras["final_obs"].shape == (8, num_obs)
+    assert env.max_episode_length == (500 if task == "Cartpole" else 1000)
+
+
+def test_ant_observation_slices_on_a_constructed_state():
+    env = make("Ant", 4, sim="mujoco")
+    env.reset()
+    i = 2
+    quat = quat_about([0.3, -0.2, 1.0], 0.7)
+    pos = np.array([3.0, -4.0, 0.55])
+    lin_vel, ang_vel = np.array([0.4, -0.3, 0.2]), np.array([0.1, 0.5, -0.7])
+    lower, upper = env.model.jnt_range[1:, 0], env.model.jnt_range[1:, 1]
+    dof_pos = lower + (upper - lower) * np.linspace(0.1, 0.9, 8)
+    dof_vel = np.linspace(-2, 2, 8)
+    env.qpos[i] = torch.from_numpy(np.concatenate((pos, quat, dof_pos)))
+    env.qvel[i] = torch.from_numpy(np.concatenate((lin_vel, ang_vel, dof_vel)))
+    env.last_actions[i] = torch.linspace(-1, 1, 8)
+    env.batch.forward()  # sensors at the constructed state
+    obs = env.compute_observations(slice(0, 4))[i].double().numpy()
+
+    rot = rotation_matrix(quat)
+    yaw = math.atan2(rot[1, 0], rot[0, 0]) % (2 * math.pi)
+    roll = math.atan2(rot[2, 1], rot[2, 2]) % (2 * math.pi)
+    to_target = np.array([1000.0, 0.0]) - pos[:2]
+    assert obs[0] == pytest.approx(0.55, abs=1e-6)
+    np.testing.assert_allclose(obs[1:4], rot.T @ lin_vel, atol=1e-5)
+    np.testing.assert_allclose(obs[4:7], ang_vel, atol=1e-6)  # MuJoCo's free-joint angular velocity is local
+    assert obs[7] == pytest.approx(yaw, abs=1e-5)
+    assert obs[8] == pytest.approx(roll, abs=1e-5)
+    assert obs[9] == pytest.approx(math.atan2(to_target[1], to_target[0]) - yaw, abs=1e-5)
+    assert obs[10] == pytest.approx(rot[2, 2], abs=1e-6)
+    assert obs[11] == pytest.approx(rot[:2, 0] @ (to_target / np.linalg.norm(to_target)), abs=1e-6)
+    np.testing.assert_allclose(obs[12:20], np.linspace(0.1, 0.9, 8) * 2 - 1, atol=1e-5)
+    np.testing.assert_allclose(obs[20:28], dof_vel * 0.2, atol=1e-5)
+    np.testing.assert_allclose(obs[28:52], env.batch.bind("sensordata")[i] * 0.1, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(obs[52:60], np.linspace(-1, 1, 8), atol=1e-6)
+
+
+def test_ant_foot_sensors_carry_the_weight_when_standing():
+    env = make("Ant", 2, sim="mujoco")
+    env.reset()
+    for _ in range(120):  # two seconds of zero torque: the Ant settles on its feet
+        obs, _, _, _ = env.step(torch.zeros(2, 8))
+    forces = obs["obs"][:, 28:52].view(2, 4, 6)[:, :, :3] / 0.1  # foot-frame force vectors
+    weight = float(env.model.body_subtreemass[1]) * 9.81
+    # feet are light, so the four foot force magnitudes add up to roughly the robot's weight
+    total = forces.norm(dim=2).sum(dim=1)
+    assert torch.all(total > 0.5 * weight) and torch.all(total < 2.0 * weight)
+
+
+def test_humanoid_observation_slices():
+    env = make("Humanoid", 3, sim="mujoco")
+    env.reset()
+    i = 1
+    quat = quat_about([0.0, 0.0, 1.0], 2.5)  # yaw beyond pi/2 shows the (-pi, pi] wrapping
+    env.qpos[i, 0:7] = torch.from_numpy(np.concatenate(([0.5, 0.5, 1.2], quat)))
+    env.qvel[i, 3:6] = torch.tensor([0.4, -0.8, 1.2], dtype=torch.float64)
+    env.qvel[i, 6:] = torch.linspace(-1, 1, 21, dtype=torch.float64)
+    env.ctrl[i] = torch.linspace(-0.5, 0.5, 21, dtype=torch.float64)
+    env.batch.forward()
+    obs = env.compute_observations(slice(0, 3))[i].double().numpy()
+    assert obs[0] == pytest.approx(1.2, abs=1e-6)
+    np.testing.assert_allclose(obs[4:7], [0.1, -0.2, 0.3], atol=1e-6)  # angularVelocityScale 0.25
+    assert obs[7] == pytest.approx(2.5, abs=1e-5)
+    att = math.atan2(-0.5, 999.5) - 2.5
+    assert obs[9] == pytest.approx(math.atan2(math.sin(att), math.cos(att)), abs=1e-5)
+    assert -math.pi < obs[9] <= math.pi
+    np.testing.assert_allclose(obs[33:54], np.linspace(-1, 1, 21) * 0.1, atol=1e-6)
+    qfrc = env.batch.bind("qfrc_actuator")[i, 6:]
+    assert np.abs(qfrc).max() > 1.0  # the controls produce actuation
+    np.testing.assert_allclose(obs[54:75], qfrc * 0.01, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(obs[75:87], env.batch.bind("sensordata")[i] * 0.01, rtol=1e-5, atol=1e-5)
+
+
+def test_ant_reward_terms_on_constructed_observations():
+    env = make("Ant", 2, sim="mujoco")
+    env.reset()
+    obs = torch.zeros(2, 60)
+    obs[:, 0] = torch.tensor([0.5, 0.2])  # env 1 is below terminationHeight 0.31
+    obs[:, 10] = 0.95  # upright
+    obs[:, 11] = 0.4  # heading term 0.5 * 0.4 / 0.8
+    obs[:, 12:20] = torch.tensor([1.0, 0.995, -1.0, 0, 0, 0, 0, 0.5])  # two dofs above 0.99
+    obs[:, 20:28] = 2.0
+    env.last_actions[:] = 0.5
+    env.qpos[:, 0:2] = torch.tensor([1.0, 0.0], dtype=torch.float64)  # 1 m closer than at the start
+    progress = 1.0 / 0.0166
+    reward, terminated = env.compute_reward(obs, slice(0, 2))
+    expected = progress + 0.5 + 0.1 + 0.25 - 0.005 * 8 * 0.25 - 0.05 * 8 * 1.0 - 0.1 * 2
+    assert reward[0].item() == pytest.approx(expected, rel=1e-5)
+    assert reward[1].item() == -2.0
+    assert terminated.tolist() == [False, True]
+    # the potential moved on: standing still now earns no progress
+    reward_again, _ = env.compute_reward(obs, slice(0, 2))
+    assert reward_again[0].item() == pytest.approx(expected - progress, rel=1e-5)
+
+
+def test_humanoid_reward_weights_effort_ratios():
+    env = make("Humanoid", 1, sim="mujoco")
+    env.reset()
+    ratio = env.motor_effort_ratio
+    assert ratio.max().item() == 1.0 and ratio.min().item() == pytest.approx(22.5 / 135)
+    obs = torch.zeros(1, 108)
+    obs[0, 0] = 1.3
+    obs[0, 10] = 0.5  # not upright: no up reward
+    obs[0, 11] = 0.9  # heading term saturates at 0.5
+    obs[0, 12] = 0.99  # joint 0 past 0.98 by 0.01
+    obs[0, 33:54] = 1.0
+    env.last_actions[0] = 1.0
+    reward, terminated = env.compute_reward(obs, slice(0, 1))
+    expected = 2.0 + 0.5 - 0.01 * 21 - 0.05 * ratio.sum().item() - 0.25 * 0.5 * ratio[0].item()
+    assert reward.item() == pytest.approx(expected, rel=1e-5)
+    obs[0, 0] = 0.7
+    reward, terminated = env.compute_reward(obs, slice(0, 1))
+    assert reward.item() == -1.0 and terminated.item()
+
+
+def test_cartpole_reward_and_terminations():
+    obs = torch.tensor([
+        [0.5, 1.0, 0.2, -2.0],  # alive
+        [3.1, 0.0, 0.0, 0.0],  # cart beyond resetDist
+        [0.0, 0.0, -1.6, 0.0],  # pole beyond pi/2
+    ])
+    reward, terminated = cartpole_reward(obs, 3.0)
+    assert reward[0].item() == pytest.approx(1 - 0.04 - 0.01 - 0.01)
+    assert reward[1:].tolist() == [-2.0, -2.0]
+    assert terminated.tolist() == [False, True, True]
+
+
+def test_cartpole_force_follows_max_effort():
+    env = make("Cartpole", 2, sim="mujoco", maxEffort=100.0)
+    assert env.model.actuator_gear[0, 0] == 100.0
+    env.reset()
+    env.qpos[:] = 0.0
+    env.qvel[:] = 0.0
+    env.step(torch.tensor([[1.0], [-3.0]]))  # the second is clipped to -1
+    # after one control step from rest the cart velocities are opposite and equal
+    assert env.qvel[0, 0].item() > 0.5 and env.qvel[1, 0].item() == pytest.approx(-env.qvel[0, 0].item())
+
+
+def test_time_out_flags_and_reset_within_the_step():
+    env = make("Ant", 4, sim="mujoco", episodeLength=5)
+    env.reset()
+    for step in range(1, 6):
+        obs, rew, resets, extras = env.step(torch.zeros(4, 8))
+        if step < 5:
+            assert not resets.any() and not extras["time_outs"].any()
+    assert resets.all() and extras["time_outs"].all()
+    assert env.progress.tolist() == [0, 0, 0, 0]
+    # obs is the new episode's first observation, final_obs the terminal one
+    assert not torch.equal(obs["obs"], extras["final_obs"])
+    assert torch.all(obs["obs"][:, 52:60] == 0)  # last actions start at zero
+    assert torch.allclose(obs["obs"][:, 0], torch.full((4,), 0.44))
+
+
+def test_death_is_terminal_not_a_time_out():
+    env = make("Cartpole", 3, sim="mujoco")
+    env.reset()
+    env.qpos[1, 0] = 2.99
+    env.qvel[1, 0] = 5.0
+    _, rew, resets, extras = env.step(torch.zeros(3, 1))
+    assert resets.tolist() == [False, True, False]
+    assert not extras["time_outs"].any()
+    assert rew[1].item() == -2.0
+    assert extras["final_obs"][1, 0].item() > 3.0  # the terminal cart position
+    assert abs(env.qpos[1, 0].item()) <= 0.1  # reset already
+
+
+def test_reset_distributions():
+    n = 4096
+    ant = make("Ant", n, sim="mujoco", seed=1)
+    ant.reset()
+    dof = ant.qpos[:, 7:]
+    lower, upper = ant.dof_lower, ant.dof_upper
+    start = ant.initial_dof_pos
+    assert torch.all(dof >= lower - 1e-12) and torch.all(dof <= upper + 1e-12)
+    assert torch.all((dof - start).abs() <= 0.2 + 1e-12)
+    # the hips start at 0 inside their limits: noise fills U(-0.2, 0.2)
+    hips = dof[:, 0::2]
+    assert hips.min().item() < -0.19 and hips.max().item() > 0.19
+    assert abs(hips.mean().item()) < 0.01
+    # ankles start at a limit: clamping puts about half the samples on it
+    ankle = dof[:, 1]
+    on_limit = (ankle == lower[1]).double().mean().item()
+    assert 0.45 < on_limit < 0.55
+    vel = ant.qvel[:, 6:]
+    assert vel.abs().max().item() <= 0.1 and vel.abs().max().item() > 0.099
+    assert torch.all(ant.qpos[:, 0:3] == torch.tensor([0.0, 0.0, 0.44], dtype=torch.float64))
+    assert torch.all(ant.qvel[:, 0:6] == 0)
+
+    cart = make("Cartpole", n, sim="mujoco", seed=1)
+    cart.reset()
+    assert cart.qpos.abs().max().item() <= 0.1 and cart.qpos.abs().max().item() > 0.099
+    assert cart.qvel.abs().max().item() <= 0.25 and cart.qvel.abs().max().item() > 0.249
+
+
+def test_same_seed_same_trajectory_other_seed_other_trajectory():
+    def rollout(seed):
+        env = make("Ant", 16, sim="mujoco", seed=seed, episodeLength=30)
+        generator = torch.Generator().manual_seed(123)
+        trajectory = [env.reset()["obs"]]
+        for _ in range(70):  # crosses two time-outs, so resets are part of it
+            obs, rew, _, _ = env.step(torch.rand(16, 8, generator=generator) * 2 - 1)
+            trajectory += [obs["obs"], rew[:, None]]
+        return torch.cat(trajectory, dim=1)
+
+    first, second, other = rollout(7), rollout(7), rollout(8)
+    assert torch.equal(first, second)
+    assert not torch.equal(first, other)
+
+
+def test_set_active_steps_only_the_leading_envs():
+    env = make("Ant", 32, sim="mujoco")
+    env.reset()
+    frozen_qpos = env.qpos[8:].clone()
+    obs = env.set_active(8)["obs"]
+    assert obs.shape == (8, 60)
+    for _ in range(5):
+        obs, rew, resets, extras = env.step(torch.ones(8, 8))
+    assert obs["obs"].shape == (8, 60) and rew.shape == (8,) and extras["time_outs"].shape == (8,)
+    assert torch.equal(env.qpos[8:], frozen_qpos)
+    assert env.progress[:8].tolist() == [5] * 8 and env.progress[8:].tolist() == [0] * 24
+    obs = env.set_active(32)["obs"]
+    assert obs.shape == (32, 60)
+    env.step(torch.zeros(32, 8))
+    assert env.progress[8:].tolist() == [1] * 24

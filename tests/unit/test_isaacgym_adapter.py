@@ -1,0 +1,367 @@
+"""The Isaac Gym adapter against a small fake of IsaacGymEnvs' VecTask (Isaac Gym cannot be installed here)."""
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
+import types
+
+import pytest
+import torch
+
+from isaac_ppo.envs import isaacgym as isaacgym_backend
+from isaac_ppo.envs import make
+from isaac_ppo.envs.isaacgym import IsaacGymVecEnv
+from isaac_ppo.errors import InputError, UserError
+
+# isaac_ppo.envs.make is the function (re-exported by the package), so fetch the module by name
+make_module = importlib.import_module("isaac_ppo.envs.make")
+
+
+class FakeVecTask:
+    """What IsaacGymEnvs' VecTask does, in miniature.
+
+    - actions are clamped to [-1, 1] (clipActions);
+    - envs flagged on the previous step are reset inside this step (reset_buf starts as ones, so the first step
+      resets every env), after progress_buf += 1, as IsaacGymEnvs' post_physics_step does;
+    - an env ends by time-out when progress >= max_episode_length - 1, or by a terminal state when its first
+      (clamped) action is 1;
+    - obs = (progress, env id); reward = mean of the clamped actions of the env.
+    """
+
+    def __init__(self, num_envs=4, num_acts=2, max_episode_length=5):
+        self.num_envs = num_envs
+        self.num_obs = 2
+        self.num_acts = num_acts
+        self.rl_device = "cpu"
+        self.max_episode_length = max_episode_length
+        self.progress_buf = torch.zeros(num_envs, dtype=torch.long)
+        self.reset_buf = torch.ones(num_envs, dtype=torch.long)
+        self.received = []  # the actions each step() call got
+        self.reset_calls = 0
+
+    def _obs(self):
+        return torch.stack([self.progress_buf.float(), torch.arange(self.num_envs, dtype=torch.float32)], dim=1)
+
+    def reset(self):
+        self.reset_calls += 1
+        return {"obs": self._obs()}
+
+    def step(self, actions):
+        self.received.append(actions.clone())
+        actions = torch.clamp(actions, -1.0, 1.0)
+        self.progress_buf += 1
+        env_ids = self.reset_buf.nonzero().flatten()
+        if len(env_ids) > 0:
+            self.progress_buf[env_ids] = 0
+        rew = actions.mean(dim=1)
+        terminal = actions[:, 0] >= 1.0
+        timed_out = self.progress_buf >= self.max_episode_length - 1
+        self.reset_buf = (terminal | timed_out).to(torch.long)
+        time_outs = (self.progress_buf >= self.max_episode_length - 1) & (self.reset_buf != 0)
+        return {"obs": self._obs()}, rew, self.reset_buf.clone(), {"time_outs": time_outs}
+
+
+@pytest.fixture
+def fake():
+    return FakeVecTask()
+
+
+@pytest.fixture
+def env(fake):
+    return IsaacGymVecEnv(fake)
+
+
+# ---------------------------------------------------------------------------------------------- the adapter
+
+
+def test_attributes_mapped(env):
+    assert env.num_envs == 4
+    assert env.num_obs == 2
+    assert env.num_actions == 2  # from num_acts
+    assert env.device == torch.device("cpu")  # from rl_device
+    assert isinstance(env.device, torch.device)
+    assert env.max_episode_length == 5
+    assert not hasattr(FakeVecTask(), "num_actions")
+
+
+def test_reset_returns_pool_obs(env, fake):
+    obs = env.reset()["obs"]
+    assert fake.reset_calls == 1
+    assert obs.shape == (4, 2)
+    assert obs[:, 1].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_step_types_and_final_obs(env):
+    env.reset()
+    obs_dict, rew, resets, extras = env.step(torch.full((4, 2), 0.5))
+    obs = obs_dict["obs"]
+    assert obs.shape == (4, 2)
+    assert rew.shape == (4,)
+    assert rew.tolist() == [0.5] * 4
+    assert resets.dtype == torch.bool
+    assert resets.shape == (4,)
+    assert extras["time_outs"].dtype == torch.bool
+    assert extras["time_outs"].shape == (4,)
+    assert torch.equal(extras["final_obs"], obs)
+
+
+def test_actions_reach_vectask_unclipped(env, fake):
+    """Clipping is the VecTask's job (clipActions): the adapter passes the actions through."""
+    env.reset()
+    actions = torch.tensor([[5.0, -5.0], [0.25, 0.75], [-3.0, -3.0], [0.0, 0.0]])
+    _, rew, _, _ = env.step(actions)
+    assert torch.equal(fake.received[0], actions)
+    assert rew.tolist() == [0.0, 0.5, -1.0, 0.0]
+
+
+def test_time_outs_at_the_right_steps(env):
+    env.reset()
+    zeros = torch.zeros(4, 2)
+    timeout_steps, reset_steps, progress_at_timeout = [], [], []
+    for t in range(1, 13):
+        obs_dict, _, resets, extras = env.step(zeros)
+        if extras["time_outs"].all():
+            timeout_steps.append(t)
+            progress_at_timeout.append(obs_dict["obs"][0, 0].item())
+        else:
+            assert not extras["time_outs"].any()
+        if resets.all():
+            reset_steps.append(t)
+        else:
+            assert not resets.any()
+        assert torch.equal(extras["final_obs"], obs_dict["obs"])
+    # step 1 resets the initial ones; progress runs 0..4 and step 5 returns the terminal obs, then every 5 steps
+    assert timeout_steps == [5, 10]
+    assert reset_steps == [5, 10]
+    assert progress_at_timeout == [4.0, 4.0]
+
+
+def test_terminal_reset_is_not_a_time_out(env):
+    env.reset()
+    actions = torch.zeros(4, 2)
+    actions[2, 0] = 1.0  # env 2 reaches a terminal state
+    _, _, resets, extras = env.step(actions)
+    assert resets.tolist() == [False, False, True, False]
+    assert extras["time_outs"].tolist() == [False, False, False, False]
+    # the next step resets env 2 inside the VecTask: its progress starts over
+    obs = env.step(torch.zeros(4, 2))[0]["obs"]
+    assert obs[:, 0].tolist() == [1.0, 1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("shape", [(8,), (3, 2), (5, 2), (4, 3), (4, 1), (4, 2, 1)])
+def test_wrong_shape_refused_before_vectask(env, fake, shape):
+    env.reset()
+    with pytest.raises(InputError) as info:
+        env.step(torch.zeros(shape))
+    assert "(4, 2)" in str(info.value)
+    assert fake.received == []
+
+
+def test_nonfinite_refused_before_vectask(env, fake):
+    env.reset()
+    actions = torch.zeros(4, 2)
+    actions[1, 1] = float("nan")
+    actions[3, 0] = float("inf")
+    with pytest.raises(InputError) as info:
+        env.step(actions)
+    assert str(info.value).endswith("env ids: 1, 3")
+    assert fake.received == []
+
+
+def test_set_active_pads_and_slices(env, fake):
+    env.reset()
+    obs = env.set_active(2)["obs"]
+    assert obs.shape == (2, 2)
+    assert obs[:, 1].tolist() == [0.0, 1.0]
+    actions = torch.tensor([[0.5, 0.25], [-0.5, 1.0]])
+    obs_dict, rew, resets, extras = env.step(actions)
+    # the fake got the whole pool: the active rows, then zeros
+    assert len(fake.received) == 1
+    got = fake.received[0]
+    assert got.shape == (4, 2)
+    assert torch.equal(got[:2], actions)
+    assert torch.equal(got[2:], torch.zeros(2, 2))
+    # and n rows come back
+    assert obs_dict["obs"].shape == (2, 2)
+    assert obs_dict["obs"][:, 1].tolist() == [0.0, 1.0]
+    assert rew.shape == (2,)
+    assert rew.tolist() == [0.375, 0.25]
+    assert resets.shape == (2,) and resets.dtype == torch.bool
+    assert extras["time_outs"].shape == (2,) and extras["time_outs"].dtype == torch.bool
+    assert torch.equal(extras["final_obs"], obs_dict["obs"])
+
+
+def test_set_active_refuses_full_pool_actions(env, fake):
+    env.reset()
+    env.set_active(3)
+    with pytest.raises(InputError) as info:
+        env.step(torch.zeros(4, 2))
+    assert "(3, 2)" in str(info.value)
+    assert fake.received == []
+
+
+def test_set_active_before_reset_resets(env, fake):
+    obs = env.set_active(3)["obs"]
+    assert fake.reset_calls == 1
+    assert obs.shape == (3, 2)
+    assert env.reset()["obs"].shape == (3, 2)
+
+
+def test_set_active_back_to_full_pool(env, fake):
+    env.reset()
+    env.set_active(1)
+    env.step(torch.zeros(1, 2))
+    obs = env.set_active(4)["obs"]
+    assert obs.shape == (4, 2)
+    _, rew, _, _ = env.step(torch.ones(4, 2) * 0.5)
+    assert rew.shape == (4,)
+    assert torch.equal(fake.received[-1], torch.ones(4, 2) * 0.5)
+
+
+@pytest.mark.parametrize("n", [0, 5, -1, True])
+def test_set_active_out_of_range(env, n):
+    env.reset()
+    with pytest.raises(InputError):
+        env.set_active(n)
+    assert env.active == 4
+
+
+# ----------------------------------------------------------------------------------- make_env / make(sim=...)
+
+
+def _install_fake_isaacgym(monkeypatch, with_envs=True):
+    """Put fake isaacgym (and isaacgymenvs, whose make records its kwargs) into sys.modules."""
+    monkeypatch.setitem(sys.modules, "isaacgym", types.ModuleType("isaacgym"))
+    if not with_envs:
+        monkeypatch.delitem(sys.modules, "isaacgymenvs", raising=False)
+        return None
+    calls = []
+    mod = types.ModuleType("isaacgymenvs")
+    mod.__spec__ = importlib.machinery.ModuleSpec("isaacgymenvs", None)
+
+    def fake_make(**kwargs):
+        calls.append(kwargs)
+        return FakeVecTask(num_envs=kwargs["num_envs"])
+
+    mod.make = fake_make
+    monkeypatch.setitem(sys.modules, "isaacgymenvs", mod)
+    return calls
+
+
+@pytest.fixture
+def no_isaacgym(monkeypatch):
+    monkeypatch.delitem(sys.modules, "isaacgym", raising=False)
+    monkeypatch.delitem(sys.modules, "isaacgymenvs", raising=False)
+    assert importlib.util.find_spec("isaacgym") is None, "these tests assume Isaac Gym is not installed"
+
+
+def test_make_isaacgym_not_installed(no_isaacgym):
+    with pytest.raises(UserError) as info:
+        make("Ant", 8, sim="isaacgym")
+    message = str(info.value)
+    assert "Isaac Gym" in message
+    assert "docker" in message
+
+
+def test_make_env_isaacgym_installed_but_imported_after_torch(no_isaacgym, monkeypatch):
+    """find_spec finds isaacgym but it is not loaded: the error says to import it before torch."""
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, *args, **kwargs):
+        if name == "isaacgym":
+            return importlib.machinery.ModuleSpec("isaacgym", None)
+        return real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(UserError) as info:
+        isaacgym_backend.make_env("Ant", 8, 0, "cpu")
+    assert "import isaacgym" in str(info.value)
+    assert "before `import torch`" in str(info.value)
+
+
+def test_make_isaacgym_without_isaacgymenvs(monkeypatch):
+    _install_fake_isaacgym(monkeypatch, with_envs=False)
+    assert importlib.util.find_spec("isaacgymenvs") is None
+    with pytest.raises(UserError) as info:
+        make("Ant", 8, sim="isaacgym")
+    assert "IsaacGymEnvs" in str(info.value)
+
+
+def test_make_isaacgym_with_fake_modules(monkeypatch):
+    calls = _install_fake_isaacgym(monkeypatch)
+    env = make("Ant", 8, sim="isaacgym", seed=3, device="cpu")
+    assert isinstance(env, IsaacGymVecEnv)
+    assert len(calls) == 1
+    kwargs = calls[0]
+    assert kwargs["task"] == "Ant"
+    assert kwargs["num_envs"] == 8
+    assert kwargs["seed"] == 3
+    assert kwargs["headless"] is True
+    assert kwargs["graphics_device_id"] == -1
+    assert kwargs["sim_device"] == "cpu"
+    assert kwargs["rl_device"] == "cpu"
+    assert env.num_envs == 8
+    assert env.reset()["obs"].shape == (8, 2)
+
+
+def test_make_env_with_fake_modules(monkeypatch):
+    calls = _install_fake_isaacgym(monkeypatch)
+    env = isaacgym_backend.make_env("Humanoid", 16, 7, "cpu")
+    assert isinstance(env, IsaacGymVecEnv)
+    assert calls == [
+        dict(
+            seed=7,
+            task="Humanoid",
+            num_envs=16,
+            sim_device="cpu",
+            rl_device="cpu",
+            graphics_device_id=-1,
+            headless=True,
+        )
+    ]
+
+
+def test_make_isaacgym_refuses_task_overrides(monkeypatch):
+    calls = _install_fake_isaacgym(monkeypatch)
+    with pytest.raises(UserError) as info:
+        make("Ant", 8, sim="isaacgym", episodeLength=10)
+    assert "episodeLength" in str(info.value)
+    assert calls == []
+
+
+def test_make_isaacgym_bad_num_envs(monkeypatch):
+    calls = _install_fake_isaacgym(monkeypatch)
+    with pytest.raises(InputError):
+        make("Ant", 0, sim="isaacgym")
+    assert calls == []
+
+
+def test_resolve_sim_auto_is_mujoco_here(no_isaacgym, monkeypatch):
+    assert make_module.resolve_sim("auto") == "mujoco"
+    # CUDA alone is not enough: Isaac Gym must be loaded
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert make_module.resolve_sim("auto") == "mujoco"
+
+
+def test_resolve_sim_auto_needs_cuda_as_well(monkeypatch):
+    _install_fake_isaacgym(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert make_module.resolve_sim("auto") == "mujoco"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert make_module.resolve_sim("auto") == "isaacgym"
+
+
+@pytest.mark.parametrize("sim", ["mujoco", "isaacgym"])
+def test_resolve_sim_explicit(sim):
+    assert make_module.resolve_sim(sim) == sim
+
+
+def test_resolve_sim_unknown_lists_choices():
+    with pytest.raises(UserError) as info:
+        make_module.resolve_sim("bullet")
+    message = str(info.value)
+    assert "'bullet'" in message
+    for choice in ("auto", "mujoco", "isaacgym"):
+        assert choice in message
