@@ -22,6 +22,7 @@ the pool are stepped and returned; the others keep their state. On MuJoCo the co
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any, Dict, Tuple
 
 import torch
@@ -55,16 +56,16 @@ def supports_active(env: Any) -> bool:
 
 def check_num_envs(num_envs: Any) -> int:
     """num_envs as a positive int, or an InputError that says so."""
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs <= 0:
+    if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs <= 0:
         raise InputError(f"num_envs must be a positive integer, got {num_envs!r}")
-    return num_envs
+    return int(num_envs)
 
 
 def check_active(n: Any, num_envs: int) -> int:
     """The active count for set_active, within 1..num_envs."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= num_envs:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not 1 <= n <= num_envs:
         raise InputError(f"set_active(n) needs 1 <= n <= num_envs ({num_envs}), got {n!r}")
-    return n
+    return int(n)
 
 
 def check_actions(actions: Any, n: int, num_actions: int) -> torch.Tensor:

@@ -86,7 +86,8 @@ class IsaacGymVecEnv:
 
     def step(self, actions: torch.Tensor) -> StepResult:
         n = self.active
-        actions = check_actions(actions, n, self.num_actions).to(self.device)
+        # Isaac Gym's tensor API takes float32 only
+        actions = check_actions(actions, n, self.num_actions).to(self.device, torch.float32)
         if n < self.num_envs:
             padded = torch.zeros(self.num_envs, self.num_actions, device=self.device, dtype=actions.dtype)
             padded[:n] = actions
@@ -94,7 +95,12 @@ class IsaacGymVecEnv:
         obs_dict, rewards, resets, extras = self.vectask.step(actions)
         obs = obs_dict["obs"]
         self._last_obs = obs
-        out_extras = dict(extras)
+        # per-env extras cover the whole pool: hand back the active rows only
+        out_extras = {
+            key: value[:n] if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == self.num_envs
+            else value
+            for key, value in extras.items()
+        }
         out_extras["time_outs"] = extras["time_outs"][:n].to(torch.bool)
         out_extras["final_obs"] = obs[:n]
         return {"obs": obs[:n]}, rewards[:n], resets[:n].to(torch.bool), out_extras

@@ -197,3 +197,12 @@ def test_supports_active():
     assert supports_active(WithSetActive()) is True
     assert supports_active(Without()) is False
     assert supports_active(NotCallable()) is False
+
+
+def test_numpy_integers_are_accepted_as_counts():
+    import numpy as np
+
+    from isaac_ppo.envs.contract import check_active, check_num_envs
+
+    assert check_num_envs(np.int64(4)) == 4 and type(check_num_envs(np.int64(4))) is int
+    assert check_active(np.int32(2), 4) == 2

@@ -365,3 +365,26 @@ def test_resolve_sim_unknown_lists_choices():
     assert "'bullet'" in message
     for choice in ("auto", "mujoco", "isaacgym"):
         assert choice in message
+
+
+def test_actions_reach_vectask_as_float32(env, fake):
+    env.reset()
+    env.step(torch.zeros(4, 2, dtype=torch.float64))
+    assert fake.received[-1].dtype == torch.float32
+
+
+def test_per_env_extras_are_cut_to_the_active_envs(env, fake):
+    original_step = fake.step
+
+    def step_with_log(actions):
+        obs, rew, resets, extras = original_step(actions)
+        extras["episode_progress"] = fake.progress_buf.clone()  # a per-env extra, as tasks add them
+        extras["scalar_log"] = torch.tensor(1.5)
+        return obs, rew, resets, extras
+
+    fake.step = step_with_log
+    env.reset()
+    env.set_active(3)
+    _, _, _, extras = env.step(torch.zeros(3, 2))
+    assert extras["episode_progress"].shape == (3,)
+    assert extras["scalar_log"].item() == 1.5
