@@ -56,7 +56,7 @@ class MujocoTask:
         self.model = mujoco.MjModel.from_xml_path(os.path.join(ASSET_DIR, self.asset))
         self.model.opt.timestep = float(sim["timestep"])
         self.configure_model(self.model)
-        nthread = int(sim.get("nthread", 0)) or (os.cpu_count() or 1)
+        nthread = int(sim.get("nthread", 0)) or usable_cpus()
         self.batch = Batch(self.model, self.num_envs, nthread)
 
         # torch views of the batch's arrays, no copies: state rows (float64, writable) ...
@@ -198,3 +198,10 @@ class MujocoTask:
             return bad
         warned = torch.from_numpy(counts.any(axis=1)).nonzero().flatten()
         return torch.unique(torch.cat((warned, bad)))
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (a SLURM or container CPU limit, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
