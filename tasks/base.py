@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from isaac_ppo.envs.contract import StepResult, check_actions, check_active, check_num_envs, nonfinite_rows
+from isaac_ppo.errors import UserError
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 
@@ -36,6 +37,8 @@ class MujocoTask:
     num_actions = 0
     # derived MjData fields the task reads besides qpos/qvel (bound once, refreshed by every batch call)
     derived_fields: Tuple[str, ...] = ()
+    # per-env tensors a checkpoint carries, beside the simulation state rows, so a resumed run continues exactly
+    state_buffers: Tuple[str, ...] = ("progress", "last_actions")
 
     def __init__(self, cfg: Mapping[str, Any], num_envs: int, seed: int = 0, device: str = "cpu"):
         import mujoco
@@ -159,6 +162,31 @@ class MujocoTask:
             "diverged": int(diverged.numel()),
         }
         return {"obs": packed[:, :num_obs]}, packed[:, 2 * num_obs], packed[:, 2 * num_obs + 1].bool(), extras
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Everything the next step depends on: state rows, episode counters, task buffers, reset RNG."""
+        state: Dict[str, Any] = {name: getattr(self, name).clone() for name in self.state_buffers}
+        state.update(
+            sim_state=torch.from_numpy(self.batch.state.copy()),
+            generator=self.generator.get_state(),
+            active=self.active,
+            diverged_total=self.diverged_total,
+        )
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved = tuple(state["sim_state"].shape)
+        if saved != tuple(self.batch.state.shape):
+            raise UserError(
+                f"the checkpoint's env pool has {saved[0]} envs x {saved[1]} state values, this run "
+                f"{self.num_envs} x {self.batch.state.shape[1]}: resume with the same task and num_envs"
+            )
+        self.batch.state[:] = state["sim_state"].numpy()
+        for name in self.state_buffers:
+            getattr(self, name).copy_(state[name])
+        self.generator.set_state(state["generator"])
+        self.active = int(state["active"])
+        self.diverged_total = int(state["diverged_total"])
 
     # ----------------------------------------------------------------------------------------------
     # machinery

@@ -27,6 +27,7 @@ TARGET_X = 1000.0  # the walk target (1000, 0, 0) of both tasks
 
 class LocomotionTask(MujocoTask):
     derived_fields: Tuple[str, ...] = ("sensordata",)
+    state_buffers = MujocoTask.state_buffers + ("potentials",)
     alive_reward = 0.0
     # Ant reports yaw and roll wrapped to [0, 2 pi) and the raw angle difference; Humanoid wraps all three
     # to (-pi, pi]

@@ -46,3 +46,24 @@ class EpisodeTracker:
         if count == 0:
             return {"episodes": 0, "mean_return": math.nan, "mean_length": math.nan}
         return {"episodes": int(count), "mean_return": ret / count, "mean_length": length / count}
+
+    def recent(self) -> Dict[str, float]:
+        """Mean over envs of each env's last finished episode (nan before any finished): a smoothed view,
+        like rl-games' window of recent episodes, that stays defined in iterations where none ends."""
+        finished = ~torch.isnan(self.last_return)
+        count = int(finished.sum())
+        if count == 0:
+            return {"mean_return": math.nan, "mean_length": math.nan}
+        return {
+            "mean_return": float(self.last_return[finished].mean()),
+            "mean_length": float(self.last_length[finished].double().mean()),
+        }
+
+    def state_dict(self) -> Dict[str, torch.Tensor]:
+        return {name: getattr(self, name).clone() for name in self._STATE}
+
+    def load_state_dict(self, state: Dict[str, torch.Tensor]) -> None:
+        for name in self._STATE:
+            getattr(self, name).copy_(state[name])
+
+    _STATE = ("running_return", "running_length", "last_return", "last_length", "_sums")

@@ -34,7 +34,10 @@ def load_task_config(task: str, overrides: Optional[Dict[str, Any]] = None) -> D
     tasks = available_tasks()
     if task not in tasks:
         raise UserError(f"unknown task {task!r}; available tasks: {', '.join(tasks)}")
-    cfg = OmegaConf.load(os.path.join(TASK_CONFIG_DIR, task + ".yaml"))
+    return apply_overrides(OmegaConf.load(os.path.join(TASK_CONFIG_DIR, task + ".yaml")), overrides, task)
+
+
+def apply_overrides(cfg: DictConfig, overrides: Optional[Dict[str, Any]], task: str) -> DictConfig:
     for key, value in (overrides or {}).items():
         if key in cfg and isinstance(cfg[key], DictConfig):
             if not isinstance(value, dict):
@@ -70,18 +73,23 @@ def make(
     sim: str = "auto",
     seed: int = 0,
     device: str = "cpu",
+    task_cfg: Optional[Any] = None,
     **overrides: Any,
 ) -> Any:
     """Build task with num_envs parallel envs (default: the task config's env.numEnvs) behind the VecEnv contract.
 
     device is where observations, rewards and flags arrive and where actions may live. On MuJoCo the physics
-    runs on the CPU and each step makes one copy to device.
+    runs on the CPU and each step makes one copy to device. task_cfg, when given, is the whole task node (as
+    Hydra composed it) in place of cfg/task/<task>.yaml; overrides apply on top of either.
     """
-    cfg = load_task_config(task, overrides)
+    if task_cfg is None:
+        cfg = load_task_config(task, overrides)
+    else:
+        cfg = apply_overrides(OmegaConf.create(task_cfg), overrides, task)
     num_envs = check_num_envs(int(cfg.env.numEnvs) if num_envs is None else num_envs)
     backend = resolve_sim(sim)
     if backend == "isaacgym":
-        if overrides:
+        if overrides:  # task_cfg is ignored: IsaacGymEnvs composes its own
             raise UserError(
                 f"task overrides ({', '.join(sorted(overrides))}) are not forwarded to Isaac Gym yet: "
                 "set them in IsaacGymEnvs' task config, or drop them"

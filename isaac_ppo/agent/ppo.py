@@ -1,0 +1,144 @@
+"""The PPO update: clipped surrogate, clipped value loss, entropy and bounds terms, learning-rate schedules.
+
+Follows rl-games' continuous PPO as IsaacGymEnvs configures it, with these choices:
+- observation and value normalisers are frozen during a rollout and its update, and absorb the batch after
+  the update, so the first minibatch's ratio is exactly 1 (rl-games moves them inside the update);
+- a fresh minibatch permutation every epoch (rsl_rl reuses one);
+- adaptive learning rate per minibatch from that minibatch's KL (rl-games' legacy schedule): above 2x the
+  threshold lr /= 1.5, below half lr *= 1.5, within [1e-6, 1e-2];
+- mixed precision (float16 autocast and a gradient scaler) on CUDA only, as rl-games.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping
+
+import torch
+
+from isaac_ppo.agent.model import ActorCritic, gaussian_entropy, gaussian_kl, gaussian_log_prob
+from isaac_ppo.agent.rollout import RolloutBuffer
+from isaac_ppo.errors import UserError
+from isaac_ppo.scheduler.plan import Plan
+
+LR_MIN, LR_MAX = 1e-6, 1e-2
+
+
+class NonFiniteLoss(UserError):
+    """A loss became NaN or infinite; parameters were not touched by it."""
+
+
+class PPO:
+    def __init__(self, model: ActorCritic, cfg: Mapping[str, Any], device: torch.device, generator: torch.Generator):
+        self.model = model
+        self.cfg = cfg
+        self.device = device
+        self.generator = generator
+        self.lr = float(cfg["learning_rate"])
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=self.lr, eps=1e-8)
+        self.amp = bool(cfg["mixed_precision"]) and device.type == "cuda"
+        self.scaler = torch.cuda.amp.GradScaler(enabled=self.amp) if device.type == "cuda" else None
+
+    def set_lr(self, lr: float) -> None:
+        self.lr = lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def schedule_lr(self, iteration: int, max_iterations: int) -> None:
+        """Per-iteration schedules (linear); the adaptive one acts per minibatch inside update()."""
+        if self.cfg["lr_schedule"] == "linear":
+            self.set_lr(float(self.cfg["learning_rate"]) * max(1.0 - iteration / max_iterations, 0.0))
+
+    def update(self, buffer: RolloutBuffer, plan: Plan) -> Dict[str, float]:
+        cfg, model = self.cfg, self.model
+        batch = buffer.flat()
+        advantages = batch["advantages"]
+        if cfg["normalize_advantage"]:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        old_values = model.normalize_value(batch["values"])
+        returns = model.normalize_value(batch["returns"])
+        old_log_std = model.log_std.detach().clone()
+        clip = float(cfg["clip"])
+        sums = torch.zeros(7, device=self.device)  # actor, critic, entropy, bounds, kl, clip fraction, count
+        size = plan.minibatch_size
+        for _ in range(plan.epochs):
+            order = torch.randperm(plan.batch_size, generator=self.generator, device=self.device)
+            for ids in order.split(size):
+                with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
+                    mu, log_std, value = model(batch["obs"][ids])
+                    log_prob = gaussian_log_prob(batch["actions"][ids], mu, log_std)
+                    ratio = torch.exp(log_prob - batch["log_probs"][ids])
+                    adv = advantages[ids]
+                    actor_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
+                    target, old = returns[ids], old_values[ids]
+                    if cfg["clip_value"]:
+                        clipped = old + (value - old).clamp(-clip, clip)
+                        critic_loss = torch.max((value - target).pow(2), (clipped - target).pow(2)).mean()
+                    else:
+                        critic_loss = (value - target).pow(2).mean()
+                    entropy = gaussian_entropy(log_std).mean()
+                    bounds = bounds_loss(mu)
+                    loss = (
+                        actor_loss + 0.5 * float(cfg["critic_coef"]) * critic_loss
+                        - float(cfg["entropy_coef"]) * entropy + float(cfg["bounds_loss_coef"]) * bounds
+                    )
+                if not bool(torch.isfinite(loss)):
+                    raise NonFiniteLoss(
+                        "non-finite loss (actor {:.3g}, critic {:.3g}): training stopped before the step".format(
+                            float(actor_loss), float(critic_loss)
+                        )
+                    )
+                self._step(loss)
+                with torch.no_grad():
+                    kl = gaussian_kl(batch["mu"][ids], old_log_std, mu.float(), log_std.float()).mean()
+                    clipped_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+                    sums += torch.stack([
+                        actor_loss.detach().float(), critic_loss.detach().float(), entropy.detach().float(),
+                        bounds.detach().float(), kl, clipped_fraction, torch.ones((), device=self.device),
+                    ])
+                if cfg["lr_schedule"] == "adaptive":
+                    self._adapt_lr(float(kl))
+        actor, critic, entropy, bounds, kl, clip_frac, count = (sums[:6] / sums[6]).tolist() + [float(sums[6])]
+        return {
+            "actor_loss": actor, "critic_loss": critic, "entropy": entropy, "bounds_loss": bounds, "kl": kl,
+            "clip_fraction": clip_frac, "lr": self.lr, "minibatches": int(count),
+        }
+
+    def _step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.amp:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
+        else:
+            loss.backward()
+        if self.cfg["truncate_grads"]:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(self.cfg["grad_norm"]))
+        if self.amp:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+
+    def _adapt_lr(self, kl: float) -> None:
+        threshold = float(self.cfg["kl_threshold"])
+        if kl > 2.0 * threshold:
+            self.set_lr(max(self.lr / 1.5, LR_MIN))
+        elif kl < 0.5 * threshold:
+            self.set_lr(min(self.lr * 1.5, LR_MAX))
+
+    def state_dict(self) -> Dict[str, Any]:
+        state = {"optimizer": self.optimizer.state_dict(), "lr": self.lr}
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.set_lr(float(state["lr"]))
+        if self.scaler is not None and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
+
+
+def bounds_loss(mu: torch.Tensor, soft_bound: float = 1.1) -> torch.Tensor:
+    """Squared penalty on action means outside +-soft_bound (rl-games' bounds loss)."""
+    high = (mu - soft_bound).clamp(min=0.0).pow(2)
+    low = (mu + soft_bound).clamp(max=0.0).pow(2)
+    return (high + low).sum(dim=-1).mean()

@@ -1,0 +1,50 @@
+"""The rollout buffer, sized by the plan, and GAE(lambda) over it."""
+from __future__ import annotations
+
+from typing import Dict
+
+import torch
+
+
+class RolloutBuffer:
+    """Time-major storage of one batch: (rollout_length, num_envs, ...)."""
+
+    def __init__(self, rollout_length: int, num_envs: int, num_obs: int, num_actions: int, device: torch.device):
+        shape = (rollout_length, num_envs)
+        self.rollout_length, self.num_envs = rollout_length, num_envs
+        self.obs = torch.zeros(*shape, num_obs, device=device)
+        self.actions = torch.zeros(*shape, num_actions, device=device)
+        self.log_probs = torch.zeros(*shape, device=device)
+        self.mu = torch.zeros(*shape, num_actions, device=device)
+        self.values = torch.zeros(*shape, device=device)  # in reward units (denormalised)
+        self.rewards = torch.zeros(*shape, device=device)  # scaled, time-outs already bootstrapped
+        self.dones = torch.zeros(*shape, device=device)  # the transition ended its episode
+        self.advantages = torch.zeros(*shape, device=device)
+        self.returns = torch.zeros(*shape, device=device)
+
+    def fits(self, rollout_length: int, num_envs: int) -> bool:
+        return (self.rollout_length, self.num_envs) == (rollout_length, num_envs)
+
+    def compute_gae(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+        advantage = torch.zeros_like(last_values)
+        next_values = last_values
+        for t in reversed(range(self.rollout_length)):
+            not_done = 1.0 - self.dones[t]
+            delta = self.rewards[t] + gamma * next_values * not_done - self.values[t]
+            advantage = delta + gamma * lam * not_done * advantage
+            self.advantages[t] = advantage
+            next_values = self.values[t]
+        self.returns.copy_(self.advantages + self.values)
+
+    def flat(self) -> Dict[str, torch.Tensor]:
+        """The batch as (rollout_length * num_envs, ...) views."""
+        n = self.rollout_length * self.num_envs
+        return {
+            "obs": self.obs.view(n, -1),
+            "actions": self.actions.view(n, -1),
+            "log_probs": self.log_probs.view(n),
+            "mu": self.mu.view(n, -1),
+            "values": self.values.view(n),
+            "advantages": self.advantages.view(n),
+            "returns": self.returns.view(n),
+        }

@@ -1,0 +1,105 @@
+"""Structured schemas for the composed config, and their validation as one-line errors.
+
+Hydra's struct mode already refuses keys that are not in the tree; these schemas add types and allowed
+values for the top level and the agent node. The task node is the task's own (IsaacGymEnvs keys).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from isaac_ppo.errors import UserError
+
+
+@dataclasses.dataclass
+class NetworkSchema:
+    hidden: List[int] = dataclasses.field(default_factory=lambda: [256, 128, 64])
+    activation: str = "elu"
+    separate: bool = False
+    init_log_std: float = 0.0
+
+
+@dataclasses.dataclass
+class AgentSchema:
+    name: str = "PPO"
+    network: NetworkSchema = dataclasses.field(default_factory=NetworkSchema)
+    horizon: int = 16
+    minibatch_size: int = 32768
+    mini_epochs: int = 4
+    learning_rate: float = 3e-4
+    lr_schedule: str = "adaptive"
+    kl_threshold: float = 0.008
+    gamma: float = 0.99
+    lam: float = 0.95
+    clip: float = 0.2
+    clip_value: bool = True
+    critic_coef: float = 2.0
+    entropy_coef: float = 0.0
+    bounds_loss_coef: float = 0.0001
+    truncate_grads: bool = False
+    grad_norm: float = 1.0
+    reward_scale: float = 1.0
+    normalize_input: bool = True
+    normalize_value: bool = True
+    normalize_advantage: bool = True
+    mixed_precision: bool = True
+    max_epochs: int = 500
+
+
+@dataclasses.dataclass
+class TopSchema:
+    experiment: str = ""
+    num_envs: Optional[int] = None
+    seed: int = 42
+    max_iterations: Optional[int] = None
+    sim: str = "auto"
+    device: str = "cpu"
+    headless: bool = True
+    test: bool = False
+    checkpoint: str = ""
+    resume: str = ""
+    save_interval: int = 50
+    play_episodes: int = 10
+    capture_video: bool = False
+    torch_threads: int = 2
+    collect_torch_threads: int = 1
+    runs_dir: str = "runs"
+
+
+CHOICES = {
+    "sim": ("auto", "mujoco", "isaacgym"),
+    "agent.lr_schedule": ("adaptive", "linear", "constant"),
+    "agent.network.activation": ("elu", "relu", "tanh", "selu"),
+}
+POSITIVE = ("agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",
+            "torch_threads", "collect_torch_threads", "max_iterations", "num_envs", "agent.max_epochs")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise UserError naming the first key whose value has the wrong type or is out of range."""
+    top = {k: cfg[k] for k in (f.name for f in dataclasses.fields(TopSchema)) if k in cfg}
+    _merge(TopSchema, OmegaConf.create(top), "")
+    _merge(AgentSchema, cfg.agent, "agent.")
+    for key, allowed in CHOICES.items():
+        value = OmegaConf.select(cfg, key)
+        if value not in allowed:
+            raise UserError(f"{key}={value!r} is not one of: {', '.join(allowed)}")
+    for key in POSITIVE:
+        value = OmegaConf.select(cfg, key)
+        if value is not None and value < 1:
+            raise UserError(f"{key}={value!r} must be a positive integer")
+    for key in ("task.env.numEnvs", "task.env.episodeLength"):
+        if not isinstance(OmegaConf.select(cfg, key), int):
+            raise UserError(f"{key}={OmegaConf.select(cfg, key)!r} must be an integer")
+
+
+def _merge(schema: Any, node: Any, prefix: str) -> None:
+    try:
+        OmegaConf.merge(OmegaConf.structured(schema), node)
+    except OmegaConfBaseException as error:
+        key = prefix + str(getattr(error, "full_key", "") or "")
+        first_line = str(error).splitlines()[0]
+        raise UserError(f"config key {key}: {first_line}") from None

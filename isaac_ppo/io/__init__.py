@@ -1,0 +1,1 @@
+"""Run outputs: TensorBoard and JSON logs, console progress, checkpoints."""

@@ -1,0 +1,74 @@
+"""Checkpoints: one file per save, written to a temporary name and renamed, so none is ever half-written.
+
+A checkpoint holds what a run needs to continue exactly: model (with its normalisers), optimizer and lr,
+scheduler state, every RNG state, counters, the env's state and current observations, and the resolved
+config. Files: checkpoints/iter_NNNNNN.pt every save_interval iterations, last.pt, best.pt.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any, Dict, Optional
+
+import torch
+
+from isaac_ppo.errors import UserError
+
+FORMAT = "isaac-ppo-checkpoint-1"
+
+
+class Checkpointer:
+    def __init__(self, run_dir: str, save_interval: int):
+        self.dir = os.path.join(run_dir, "checkpoints")
+        self.save_interval = save_interval
+        self.best_return: Optional[float] = None
+
+    def save(self, name: str, state: Dict[str, Any]) -> str:
+        os.makedirs(self.dir, exist_ok=True)
+        path = os.path.join(self.dir, name)
+        tmp = path + ".tmp"
+        torch.save(dict(state, format=FORMAT), tmp)
+        os.replace(tmp, path)
+        return path
+
+    def after_iteration(self, iteration: int, state_fn: Any, mean_return: float) -> None:
+        """Numbered and last checkpoints every save_interval iterations; best whenever the return improves."""
+        done = iteration + 1
+        state = None
+        if done % self.save_interval == 0:
+            state = state_fn()
+            self.save(f"iter_{done:06d}.pt", state)
+            self.save("last.pt", state)
+        if mean_return == mean_return and (self.best_return is None or mean_return > self.best_return):
+            self.best_return = mean_return
+            self.save("best.pt", state if state is not None else state_fn())
+
+
+def load(path: str, device: Any = "cpu") -> Dict[str, Any]:
+    if not os.path.isfile(path):
+        raise UserError(f"checkpoint not found: {path} (give checkpoint= or resume= an existing .pt file)")
+    try:
+        state = _torch_load(path, device)
+    except Exception as error:  # a truncated or foreign file
+        raise UserError(f"checkpoint {path} cannot be read ({type(error).__name__}): not an isaac-ppo checkpoint") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise UserError(f"checkpoint {path} is not an isaac-ppo checkpoint")
+    return state
+
+
+def _torch_load(path: str, device: Any) -> Any:
+    try:
+        return torch.load(path, map_location=device, weights_only=False)
+    except TypeError:  # torch < 1.13 (the Isaac Gym image) has no weights_only
+        return torch.load(path, map_location=device)
+
+
+def newest_last(runs_dir: str, experiment: str) -> str:
+    """resume=auto: the most recently written last.pt of this experiment's runs."""
+    candidates = glob.glob(os.path.join(runs_dir, experiment, "*", "checkpoints", "last.pt"))
+    if not candidates:
+        raise UserError(
+            f"resume=auto found no {os.path.join(runs_dir, experiment, '*', 'checkpoints', 'last.pt')}: "
+            "give resume=PATH or start a new run"
+        )
+    return max(candidates, key=os.path.getmtime)

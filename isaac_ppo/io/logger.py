@@ -1,0 +1,106 @@
+"""Run logs: TensorBoard scalars, metrics.jsonl (one object per iteration), metrics.json (summary), and a
+console progress line."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, Dict, Mapping, Optional
+
+# what goes to TensorBoard, under which tag
+TB_TAGS = {
+    "mean_return": "episode/return", "mean_length": "episode/length", "episodes": "episode/count",
+    "actor_loss": "loss/actor", "critic_loss": "loss/critic", "entropy": "loss/entropy",
+    "bounds_loss": "loss/bounds", "kl": "policy/kl", "clip_fraction": "policy/clip_fraction",
+    "lr": "policy/lr", "fps_collect": "fps/collect", "fps_update": "fps/update", "fps": "fps/total",
+    "num_envs": "plan/num_envs", "rollout_length": "plan/rollout_length", "diverged": "env/diverged",
+}
+
+
+class RunLogger:
+    def __init__(self, run_dir: str, task: str, max_iterations: int, start_iteration: int = 0):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.run_dir = run_dir
+        self.task = task
+        self.max_iterations = max_iterations
+        self.writer = SummaryWriter(log_dir=os.path.join(run_dir, "tb"))
+        self.jsonl = open(os.path.join(run_dir, "metrics.jsonl"), "a")
+        self.tty = sys.stdout.isatty()
+        self.started = time.time()
+        self.start_iteration = start_iteration
+        self.best_return = -math.inf
+        self.last: Dict[str, Any] = {}
+        self.fps_sum = 0.0
+        self.rows = 0
+
+    def log(self, row: Mapping[str, Any]) -> None:
+        """One iteration's row; NaN (no episode finished yet) is written as null."""
+        self.jsonl.write(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n")
+        self.jsonl.flush()
+        step = row["env_steps"]
+        for key, tag in TB_TAGS.items():
+            value = row.get(key)
+            if isinstance(value, (int, float)) and value == value:
+                self.writer.add_scalar(tag, value, step)
+        for key, value in row.get("diagnostics", {}).items():
+            self.writer.add_scalar("diagnostics/" + key, value, step)
+        if row["mean_return"] == row["mean_return"]:
+            self.best_return = max(self.best_return, row["mean_return"])
+        self.last = row
+        self.fps_sum += row["fps"]
+        self.rows += 1
+        self._progress(row)
+
+    def _progress(self, row: Mapping[str, Any]) -> None:
+        done = row["iteration"] + 1
+        elapsed = time.time() - self.started
+        rate = (done - self.start_iteration) / elapsed if elapsed > 0 else 0.0
+        eta = (self.max_iterations - done) / rate if rate > 0 else 0.0
+        line = (
+            f"[{self.task}] iter {done}/{self.max_iterations} | steps {row['env_steps']:,} | "
+            f"{row['fps']:,.0f} steps/s | return {row['mean_return']:.2f} | length {row['mean_length']:.0f} | "
+            f"ETA {_clock(eta)}"
+        )
+        if self.tty:
+            sys.stdout.write("\r" + line.ljust(110) + ("\n" if done == self.max_iterations else ""))
+        else:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    def summary(self, extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Write metrics.json (atomically) and return it."""
+        summary = {
+            "task": self.task,
+            "iterations": self.last.get("iteration", -1) + 1,
+            "env_steps": self.last.get("env_steps", 0),
+            "wall_s": self.last.get("wall_s", 0.0),
+            "final_mean_return": self.last.get("mean_return"),
+            "best_mean_return": self.best_return if self.best_return > -math.inf else None,
+            "mean_fps": self.fps_sum / self.rows if self.rows else None,
+        }
+        summary.update(extra or {})
+        path = os.path.join(self.run_dir, "metrics.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump({k: _plain(v) for k, v in summary.items()}, f, indent=2)
+        os.replace(path + ".tmp", path)
+        return summary
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            sys.stdout.write("\n")
+        self.writer.close()
+        self.jsonl.close()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else value
+    return value
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

@@ -1,0 +1,7 @@
+"""Collection plans: how the next batch is collected (envs x rollout length, epochs, minibatches, mode)."""
+from __future__ import annotations
+
+from isaac_ppo.scheduler.fixed import FixedScheduler
+from isaac_ppo.scheduler.plan import Plan, Scheduler
+
+__all__ = ["Plan", "Scheduler", "FixedScheduler"]

@@ -1,0 +1,154 @@
+"""isaac-ppo-train (also python -m isaac_ppo.train): compose the config, validate it, build, run.
+
+  isaac-ppo-train task=Ant num_envs=4096 seed=1 max_iterations=500 sim=mujoco
+  isaac-ppo-train task=Ant test=true checkpoint=runs/Ant/<date>/checkpoints/best.pt
+
+Mistakes (unknown key, wrong type, missing checkpoint, Isaac Gym not installed, ...) end with one line on
+stderr and exit status 2, before a run directory is made where that can be known in advance.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, List, Optional
+
+from isaac_ppo import preload
+
+CONFIG_MODULE = "isaac_ppo.cfg"
+
+
+def _first(*values: Any) -> Any:
+    """${first:a,b}: the first non-empty value (experiment name, else the task's)."""
+    for value in values:
+        if value not in (None, ""):
+            return value
+    return values[-1]
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("first"):
+        OmegaConf.register_new_resolver("first", _first)
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(f"isaac-ppo-train: {message}\n")
+    sys.exit(2)
+
+
+def _sim_choice(argv: List[str]) -> str:
+    for word in argv:
+        if word.startswith("sim="):
+            return word[4:]
+    return "auto"
+
+
+def _prevalidate(overrides: List[str]) -> None:
+    """Compose and validate the config as Hydra will, to refuse mistakes before any run directory exists."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from isaac_ppo.config import validate
+    from isaac_ppo.errors import UserError
+
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
+            cfg = compose(config_name="config", overrides=overrides)
+        validate(cfg)
+    except UserError as error:
+        _fail(str(error))
+    except Exception as error:  # Hydra's composition errors: keep their first line, name the override
+        _fail(_hydra_message(error))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _hydra_message(error: Exception) -> str:
+    text = str(error).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if "is not in struct" in text or lines[0].startswith("Could not override"):
+        key = lines[0].split("'")[1] if "'" in lines[0] else lines[0]
+        return f"unknown config key {key!r}: see `isaac-ppo-train --cfg job` for the keys (a new key needs +{key}=...)"
+    if "Could not find" in text and "options" in text.lower():
+        return " ".join(lines[:2])
+    return lines[0]
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _sim_choice(argv) in ("auto", "isaacgym"):
+        preload.isaacgym_first()  # before anything imports torch
+    _register_resolvers()
+    plain = [a for a in argv if "=" in a and not a.startswith(("-", "hydra.", "hydra/", "+hydra"))]
+    flags = [a for a in argv if a.startswith("-")]
+    if not flags and len(plain) == len(argv):  # a single run with plain overrides: check it up front
+        _prevalidate(plain)
+    sys.argv = [sys.argv[0]] + argv
+    _hydra_entry()
+
+
+def _hydra_entry() -> None:
+    import hydra
+
+    @hydra.main(config_path="pkg://" + CONFIG_MODULE, config_name="config", version_base=None)
+    def _run(cfg: Any) -> Any:
+        from isaac_ppo.errors import UserError
+
+        try:
+            return run(cfg)
+        except UserError as error:
+            _fail(str(error))
+
+    _run()
+
+
+def run(cfg: Any) -> Any:
+    """Build the env and the runner from a composed config and train (or play when test=true)."""
+    import torch
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from isaac_ppo.config import validate
+    from isaac_ppo.envs import make
+    from isaac_ppo.errors import UserError
+    from isaac_ppo.runner import Runner, play
+
+    validate(cfg)
+    torch.set_num_threads(int(cfg.torch_threads))
+    run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else os.getcwd()
+    env = make(
+        cfg.task.name, cfg.num_envs, sim=cfg.sim, seed=int(cfg.seed), device=cfg.device,
+        task_cfg=OmegaConf.to_container(cfg.task, resolve=True),
+    )
+
+    if cfg.test:
+        if not cfg.checkpoint:
+            raise UserError("test=true needs checkpoint=PATH (a .pt file from a run's checkpoints/)")
+        result = play(cfg, env, cfg.checkpoint)
+        print(f"[{cfg.task.name}] {result['episodes']} episodes: mean return {result['mean_return']:.2f}, "
+              f"mean length {result['mean_length']:.1f}")
+        return result
+
+    resume_from = cfg.resume or None
+    if resume_from == "auto":
+        from isaac_ppo.io.checkpoint import newest_last
+
+        resume_from = newest_last(cfg.runs_dir, cfg.experiment or cfg.task.name)
+    runner = Runner(cfg, env, run_dir)
+    if cfg.checkpoint and not resume_from:
+        from isaac_ppo.io.checkpoint import load
+
+        runner.model.load_state_dict(load(cfg.checkpoint, runner.device)["model"])
+    with open(os.path.join(run_dir, "config.yaml"), "w") as f:
+        f.write(OmegaConf.to_yaml(cfg, resolve=True))
+    print(f"[{cfg.task.name}] training on {type(env).__module__.split('.')[-1]} with {env.num_envs} envs; "
+          f"results in {run_dir}")
+    summary = runner.run(resume_from)
+    print(f"[{cfg.task.name}] done: final mean return {summary['final_mean_return']}, "
+          f"best {summary['best_mean_return']}; results in {run_dir}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
