@@ -2,6 +2,12 @@
 
   isaac-ppo-bench sim task=Ant num_envs=4096 [steps=200 sim=mujoco seed=0 device=cpu nthread=N torch_threads=N raw=true]
 
+  isaac-ppo-bench train task=Ant [iterations=5 and any isaac-ppo-train override]
+
+``train`` times collection alone (rollout and GAE), the update alone, and full training iterations at the
+task's default size, and reports ``collect_s``, ``update_s``, ``iteration_s`` (means) and
+``env_steps_per_s``.
+
 nthread sets MuJoCo's batch threads (default: one per CPU), torch_threads torch's intra-op threads (default:
 torch's own). On a CPU both pools share the same cores.
 
@@ -21,7 +27,8 @@ from isaac_ppo import preload
 
 USAGE = (
     "usage: isaac-ppo-bench sim task=NAME [num_envs=N steps=N sim=auto|mujoco|isaacgym seed=N device=D "
-    "nthread=N torch_threads=N raw=true|false]"
+    "nthread=N torch_threads=N raw=true|false]\n"
+    "       isaac-ppo-bench train task=NAME [iterations=N and any isaac-ppo-train override]"
 )
 
 SIM_DEFAULTS: Dict[str, Any] = {
@@ -127,22 +134,91 @@ class _RawBatch:
         return time.perf_counter() - t0
 
 
+def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
+    """Collection alone, update alone, and full iterations (logging and checkpoint policy included), at the
+    config's size; means over `iterations` after one warm-up iteration."""
+    import tempfile
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from isaac_ppo.envs import make
+    from isaac_ppo.io.checkpoint import Checkpointer
+    from isaac_ppo.io.logger import RunLogger
+    from isaac_ppo.runner import Runner
+    from isaac_ppo.train import compose_config
+
+    cfg = compose_config(overrides)
+    torch.set_num_threads(int(cfg.torch_threads))
+    env = make(cfg.task.name, cfg.num_envs, sim=cfg.sim, seed=int(cfg.seed), device=cfg.device,
+               task_cfg=OmegaConf.to_container(cfg.task, resolve=True))
+    with tempfile.TemporaryDirectory() as run_dir:
+        runner = Runner(cfg, env, run_dir)
+        runner.checkpointer = Checkpointer(run_dir, int(cfg.save_interval))
+        logger = RunLogger(run_dir, cfg.task.name, iterations + 1, quiet=True)
+        plan = runner.scheduler.plan(0, [])
+        gamma, lam = float(cfg.agent.gamma), float(cfg.agent.lam)
+
+        def collect() -> Any:
+            torch.set_num_threads(int(cfg.collect_torch_threads))
+            buffer, info = runner.collector.collect(plan)
+            buffer.compute_gae(info["last_values"], gamma, lam)
+            torch.set_num_threads(int(cfg.torch_threads))
+            return buffer
+
+        def full() -> None:
+            row = runner._iterate()
+            logger.log(row)
+            runner.checkpointer.after_iteration(row["iteration"], runner.state_dict, row["mean_return"])
+
+        buffer = collect()
+        runner.ppo.update(buffer, plan)  # warm-up
+        collect_s = _mean_time(collect, iterations)
+        update_s = _mean_time(lambda: runner.ppo.update(buffer, plan), iterations)
+        iteration_s = _mean_time(full, iterations)
+        logger.close()
+    return {
+        "bench": "train", "task": cfg.task.name, "num_envs": plan.num_envs, "rollout_length": plan.rollout_length,
+        "iterations": iterations, "collect_s": round(collect_s, 4), "update_s": round(update_s, 4),
+        "iteration_s": round(iteration_s, 4), "glue_ratio": round(iteration_s / (collect_s + update_s), 4),
+        "env_steps_per_s": round(plan.batch_size / iteration_s),
+        "torch_threads": int(cfg.torch_threads), "collect_torch_threads": int(cfg.collect_torch_threads),
+    }
+
+
+def _mean_time(fn: Any, repeats: int) -> float:
+    total = 0.0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        total += time.perf_counter() - t0
+    return total / repeats
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
     mode, rest = argv[0], argv[1:]
-    if mode != "sim":
-        print(f"isaac-ppo-bench: unknown mode {mode!r}; available: sim\n{USAGE}", file=sys.stderr)
+    if mode not in ("sim", "train"):
+        print(f"isaac-ppo-bench: unknown mode {mode!r}; available: sim, train\n{USAGE}", file=sys.stderr)
         return 2
     from isaac_ppo.errors import UserError
 
     try:
-        args = parse_overrides(rest, SIM_DEFAULTS)
-        if args["sim"] in ("auto", "isaacgym"):
-            preload.isaacgym_first()
-        result = bench_sim(args)
+        if mode == "sim":
+            args = parse_overrides(rest, SIM_DEFAULTS)
+            if args["sim"] in ("auto", "isaacgym"):
+                preload.isaacgym_first()
+            result = bench_sim(args)
+        else:
+            iterations = [w for w in rest if w.startswith("iterations=")]
+            overrides = [w for w in rest if not w.startswith("iterations=")]
+            if all(not w.startswith("sim=") or w[4:] in ("auto", "isaacgym") for w in overrides):
+                preload.isaacgym_first()
+            count = parse_overrides(iterations, {"iterations": 5})["iterations"]
+            result = bench_train(overrides, count)
     except UserError as error:
         print(f"isaac-ppo-bench: {error}", file=sys.stderr)
         return 2

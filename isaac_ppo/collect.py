@@ -70,8 +70,8 @@ class SyncCollector:
             diverged += extras.get("diverged", 0)
             obs = obs_dict["obs"]
         self.obs = obs
+        self._check_finite(buf, obs)
         last_values = model.denormalize_value(model(obs)[2])
-        self._check_finite(buf)
         return buf, {"last_values": last_values, "diverged": diverged}
 
     def _time_out_values(self, final_obs: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
@@ -84,12 +84,16 @@ class SyncCollector:
         # on a GPU a masked evaluation would sync every step: evaluate all rows instead
         return self.model.denormalize_value(self.model(final_obs)[2]) * time_outs
 
-    def _check_finite(self, buf: RolloutBuffer) -> None:
+    def _check_finite(self, buf: RolloutBuffer, last_obs: torch.Tensor) -> None:
+        """The batch's observations (and the one after it), then its rewards; env ids named for observations."""
         steps, envs = buf.rollout_length, buf.num_envs
-        bad = nonfinite_rows(buf.obs.view(steps * envs, -1))
+        bad = torch.cat((nonfinite_rows(buf.obs.view(steps * envs, -1)) % envs, nonfinite_rows(last_obs)))
         if bad.numel():
-            ids = sorted(set((bad % envs).tolist()))
+            ids = sorted(set(bad.tolist()))
             shown = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
             raise NonFiniteError(f"non-finite observation from env ids {shown}: training stopped")
         if nonfinite_rows(buf.rewards.view(-1, 1)).numel():
-            raise NonFiniteError("non-finite reward from the env: training stopped")
+            raise NonFiniteError(
+                "non-finite reward (env reward times agent.reward_scale, or a time-out's bootstrapped value): "
+                "training stopped"
+            )

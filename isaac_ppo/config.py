@@ -94,6 +94,12 @@ def validate(cfg: DictConfig) -> None:
     for key in ("task.env.numEnvs", "task.env.episodeLength"):
         if not isinstance(OmegaConf.select(cfg, key), int):
             raise UserError(f"{key}={OmegaConf.select(cfg, key)!r} must be an integer")
+    # the fixed plan's arithmetic, checked before a run directory exists
+    from isaac_ppo.scheduler.plan import Plan
+
+    num_envs = cfg.num_envs if cfg.num_envs is not None else cfg.task.env.numEnvs
+    agent = cfg.agent
+    Plan(num_envs, agent.horizon, agent.mini_epochs, agent.minibatch_size).check(num_envs)
 
 
 def _merge(schema: Any, node: Any, prefix: str) -> None:

@@ -44,24 +44,34 @@ def _sim_choice(argv: List[str]) -> str:
     return "auto"
 
 
-def _prevalidate(overrides: List[str]) -> None:
-    """Compose and validate the config as Hydra will, to refuse mistakes before any run directory exists."""
+def compose_config(overrides: List[str]) -> Any:
+    """The validated config for overrides, composed as isaac-ppo-train would; mistakes raise UserError."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
     from isaac_ppo.config import validate
     from isaac_ppo.errors import UserError
 
+    _register_resolvers()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
             cfg = compose(config_name="config", overrides=overrides)
-        validate(cfg)
-    except UserError as error:
-        _fail(str(error))
     except Exception as error:  # Hydra's composition errors: keep their first line, name the override
-        _fail(_hydra_message(error))
+        raise UserError(_hydra_message(error)) from None
     finally:
         GlobalHydra.instance().clear()
+    validate(cfg)
+    return cfg
+
+
+def _prevalidate(overrides: List[str]) -> None:
+    """Refuse mistakes before Hydra makes a run directory."""
+    from isaac_ppo.errors import UserError
+
+    try:
+        compose_config(overrides)
+    except UserError as error:
+        _fail(str(error))
 
 
 def _hydra_message(error: Exception) -> str:

@@ -83,7 +83,7 @@ class PPO:
                 if not bool(torch.isfinite(loss)):
                     raise NonFiniteLoss(
                         "non-finite loss (actor {:.3g}, critic {:.3g}): training stopped before the step".format(
-                            float(actor_loss), float(critic_loss)
+                            float(actor_loss.detach()), float(critic_loss.detach())
                         )
                     )
                 self._step(loss)

@@ -20,7 +20,7 @@ TB_TAGS = {
 
 
 class RunLogger:
-    def __init__(self, run_dir: str, task: str, max_iterations: int, start_iteration: int = 0):
+    def __init__(self, run_dir: str, task: str, max_iterations: int, start_iteration: int = 0, quiet: bool = False):
         from torch.utils.tensorboard import SummaryWriter
 
         self.run_dir = run_dir
@@ -35,6 +35,7 @@ class RunLogger:
         self.last: Dict[str, Any] = {}
         self.fps_sum = 0.0
         self.rows = 0
+        self.quiet = quiet  # no progress line (benchmarks)
 
     def log(self, row: Mapping[str, Any]) -> None:
         """One iteration's row; NaN (no episode finished yet) is written as null."""
@@ -52,7 +53,8 @@ class RunLogger:
         self.last = row
         self.fps_sum += row["fps"]
         self.rows += 1
-        self._progress(row)
+        if not self.quiet:
+            self._progress(row)
 
     def _progress(self, row: Mapping[str, Any]) -> None:
         done = row["iteration"] + 1
