@@ -89,6 +89,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if _sim_choice(argv) in ("auto", "isaacgym"):
         preload.isaacgym_first()  # before anything imports torch
+    if "capture_video=true" in argv:
+        # MuJoCo picks its OpenGL backend when imported: headless EGL on GPU nodes, OSMesa on CPUs
+        os.environ.setdefault("MUJOCO_GL", "egl" if any(a.startswith("device=cuda") for a in argv) else "osmesa")
     _register_resolvers()
     plain = [a for a in argv if "=" in a and not a.startswith(("-", "hydra.", "hydra/", "+hydra"))]
     flags = [a for a in argv if a.startswith("-")]
@@ -135,9 +138,12 @@ def run(cfg: Any) -> Any:
     if cfg.test:
         if not cfg.checkpoint:
             raise UserError("test=true needs checkpoint=PATH (a .pt file from a run's checkpoints/)")
-        result = play(cfg, env, cfg.checkpoint)
+        video = os.path.join(run_dir, "play.mp4") if cfg.capture_video else None
+        result = play(cfg, env, cfg.checkpoint, video)
         print(f"[{cfg.task.name}] {result['episodes']} episodes: mean return {result['mean_return']:.2f}, "
               f"mean length {result['mean_length']:.1f}")
+        if video:
+            print(f"[{cfg.task.name}] video of env 0 ({result['frames']} frames): {video}")
         return result
 
     resume_from = cfg.resume or None

@@ -132,6 +132,20 @@ def test_play_mode_reports_mean_return_and_length(tmp_path):
     assert "5 episodes: mean return" in result.stdout and "mean length" in result.stdout
 
 
+def test_play_mode_records_a_video_of_env_0(tmp_path):
+    import imageio
+
+    assert train(tmp_path, *SMALL, "max_iterations=1", "experiment=v").returncode == 0
+    (run_dir,) = run_dirs(tmp_path, "v")
+    result = train(tmp_path, *SMALL, "test=true", "play_episodes=2", "capture_video=true", "experiment=v",
+                   f"checkpoint={os.path.join(run_dir, 'checkpoints', 'last.pt')}")
+    assert result.returncode == 0, result.stderr
+    (video,) = glob.glob(str(tmp_path / "runs" / "v" / "*" / "play.mp4"))
+    frames = imageio.mimread(video)
+    assert len(frames) >= 2 and frames[0].shape == (480, 640, 3)
+    assert f"frames): {video}" in result.stdout
+
+
 def one_line_error(result, *fragments):
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
@@ -184,3 +198,25 @@ def test_non_finite_reward_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     assert hashlib.sha256(open(checkpoint, "rb").read()).hexdigest() == digest
     failed_dir = run_dirs(tmp_path, "good")[-1]
     assert failed_dir != good_dir and not os.path.exists(os.path.join(failed_dir, "checkpoints", "last.pt"))
+
+
+def test_user_config_directory_and_python_dash_m(tmp_path):
+    user = tmp_path / "my_configs" / "agent"
+    user.mkdir(parents=True)
+    from importlib.resources import files
+
+    own = (files("isaac_ppo.cfg") / "agent" / "CartpolePPO.yaml").read_text()
+    (user / "TinyPPO.yaml").write_text(own.replace("hidden: [32, 32]", "hidden: [8]").replace("CartpolePPO", "TinyPPO"))
+    result = subprocess.run(
+        [sys.executable, "-m", "isaac_ppo.train", f"runs_dir={tmp_path / 'runs'}", *SMALL, "max_iterations=1",
+         "experiment=mine", "agent=TinyPPO", f"hydra.searchpath=[file://{tmp_path / 'my_configs'}]"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = run_dirs(tmp_path, "mine")
+    from omegaconf import OmegaConf
+
+    saved = OmegaConf.load(os.path.join(run_dir, "config.yaml"))
+    assert saved.agent.name == "TinyPPO" and list(saved.agent.network.hidden) == [8]
+    model = torch.load(os.path.join(run_dir, "checkpoints", "last.pt"), weights_only=False)["model"]
+    assert model["actor_body.0.weight"].shape == (8, 4)
