@@ -107,6 +107,8 @@ class Runner:
             self.checkpointer.best_return = self.best_return_at_resume
             print(f"resumed from {resume_from} at iteration {self.iteration}")
         logger = RunLogger(self.run_dir, self.cfg.task.name, self.max_iterations, self.iteration)
+        if self.checkpointer.best_return is not None:
+            logger.best_return = self.checkpointer.best_return
         previous = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             while self.iteration < self.max_iterations and self.stop_requested is None:
@@ -125,7 +127,10 @@ class Runner:
         return summary
 
     def _request_stop(self, signum: int, frame: Any) -> None:
+        if self.stop_requested is not None:  # a second signal: stop now, last.pt stays the previous one
+            raise KeyboardInterrupt
         self.stop_requested = signal.Signals(signum).name
+        print(f"\n{self.stop_requested}: saving a checkpoint at the end of this iteration (again to abort)")
 
     def _iterate(self) -> Dict[str, Any]:
         k = self.iteration
