@@ -27,6 +27,14 @@ from isaac_ppo.io.logger import RunLogger
 from isaac_ppo.scheduler import FixedScheduler, Plan
 
 
+def build_model(cfg: DictConfig, env: Any, device: torch.device) -> ActorCritic:
+    agent, net = cfg.agent, cfg.agent.network
+    return ActorCritic(
+        env.num_obs, env.num_actions, list(net.hidden), net.activation, net.separate, net.init_log_std,
+        agent.normalize_input, agent.normalize_value,
+    ).to(device)
+
+
 class Runner:
     def __init__(self, cfg: DictConfig, env: Any, run_dir: str):
         self.cfg = cfg
@@ -37,11 +45,7 @@ class Runner:
         self.max_iterations = int(cfg.max_iterations or agent.max_epochs)
         self.generator = torch.Generator(device=self.device).manual_seed(int(cfg.seed))
         torch.manual_seed(int(cfg.seed))
-        net = agent.network
-        self.model = ActorCritic(
-            env.num_obs, env.num_actions, list(net.hidden), net.activation, net.separate, net.init_log_std,
-            agent.normalize_input, agent.normalize_value,
-        ).to(self.device)
+        self.model = build_model(cfg, env, self.device)
         self.ppo = PPO(self.model, agent, self.device, self.generator)
         plan = Plan(env.num_envs, int(agent.horizon), int(agent.mini_epochs), int(agent.minibatch_size))
         self.scheduler = FixedScheduler(plan.check(env.num_envs))
@@ -185,9 +189,7 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
     state = checkpoint.load(checkpoint_path, device)
     if (state["num_obs"], state["num_actions"]) != (env.num_obs, env.num_actions):
         raise UserError(f"checkpoint {checkpoint_path} is for {state['task']}, not {cfg.task.name}: play with task={state['task']}")
-    net = cfg.agent.network
-    model = ActorCritic(env.num_obs, env.num_actions, list(net.hidden), net.activation, net.separate, net.init_log_std,
-                       cfg.agent.normalize_input, cfg.agent.normalize_value).to(device)
+    model = build_model(cfg, env, device)
     model.load_state_dict(state["model"])
     model.eval()
     from isaac_ppo.envs.episodes import EpisodeTracker
