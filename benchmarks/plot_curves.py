@@ -36,8 +36,9 @@ def main(out: str, run_dirs: list) -> None:
     length = min(len(c) for c in curves)
     mean = [sum(c[i] for c in curves) / len(curves) for i in range(length)]
     ax.plot(range(1, length + 1), mean, color="black", lw=2, label=f"mean of {len(curves)}")
-    print(f"mean: final {mean[-1]:.1f}, best {max(mean):.1f}")
-    task = runs[0][0].get("task", "")
+    print(f"mean: final {mean[-1]:.1f}, best {max(y for y in mean if y == y):.1f}")
+    summary = os.path.join(run_dirs[0], "metrics.json")
+    task = json.load(open(summary)).get("task", "") if os.path.isfile(summary) else ""
     ax.set_xlabel("iteration (4096 envs x 16 steps)" if runs[0][0]["num_envs"] == 4096 else "iteration")
     ax.set_ylabel("mean episode return")
     ax.grid(alpha=0.3)
