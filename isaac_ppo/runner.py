@@ -8,7 +8,6 @@ Per iteration k:
 """
 from __future__ import annotations
 
-import os
 import random
 import signal
 import time

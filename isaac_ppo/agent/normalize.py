@@ -1,8 +1,6 @@
 """Running mean and variance (float64, Chan's parallel update), used for observations and value targets."""
 from __future__ import annotations
 
-from typing import Dict
-
 import torch
 
 
@@ -39,6 +37,3 @@ class RunningMeanStd(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"shape={tuple(self.mean.shape)}, clip={self.clip}"
-
-    def stats(self) -> Dict[str, float]:
-        return {"count": float(self.count)}
