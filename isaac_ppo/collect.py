@@ -1,11 +1,16 @@
-"""Executes a Plan: steps the active envs for rollout_length steps with the current policy.
+"""Executes a Plan: steps the active envs for rollout_length steps with a policy.
 
-The synchronous collector; the scheduler issue adds the concurrent (double-buffered) one beside it.
-Observations are checked for non-finite values once per batch (one host sync), not per step.
+SyncCollector collects a batch when asked; BackgroundCollection runs it on a thread with a snapshot of the
+policy (HTS-RL), so batch k+1 is collected while the learner updates on batch k. Observations are checked
+for non-finite values once per batch (one host sync), not per step.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+import copy
+import dataclasses
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -22,6 +27,9 @@ class NonFiniteError(UserError):
 
 
 class SyncCollector:
+    """Steps the env with a policy; owns the env's current observations, the episode bookkeeping and the
+    noise generator of the actions (its own stream, apart from the learner's)."""
+
     def __init__(self, env: Any, model: ActorCritic, gamma: float, reward_scale: float, generator: torch.Generator):
         self.env = env
         self.model = model
@@ -30,25 +38,34 @@ class SyncCollector:
         self.generator = generator
         self.device = torch.device(env.device)
         self.tracker = EpisodeTracker(env.num_envs, self.device)
-        self.buffer: Optional[RolloutBuffer] = None
+        self.buffers: List[Optional[RolloutBuffer]] = [None, None]  # two: one is learned from, one filled
         self.obs: Optional[torch.Tensor] = None  # the active envs' current observations
+
+    @property
+    def buffer(self) -> Optional[RolloutBuffer]:
+        return self.buffers[0]
 
     def reset(self) -> None:
         self.obs = self.env.reset()["obs"]
 
     @torch.no_grad()
-    def collect(self, plan: Plan) -> Tuple[RolloutBuffer, Dict[str, Any]]:
-        env, model = self.env, self.model
+    def collect(self, plan: Plan, model: Optional[ActorCritic] = None, slot: int = 0) -> Tuple[RolloutBuffer, Dict[str, Any]]:
+        """One batch of plan with model (default: the live one) into buffer `slot`; info carries the
+        bootstrap values, divergences and the episodes that ended in the batch."""
+        env, model = self.env, (model if model is not None else self.model)
+        started = time.perf_counter()
         if self.obs is None:
             self.reset()
         if self.obs.shape[0] != plan.num_envs:
             if not supports_active(env):
                 raise UserError(f"this env cannot change its active envs (num_envs={plan.num_envs})")
             self.obs = env.set_active(plan.num_envs)["obs"]
-        if self.buffer is None or not self.buffer.fits(plan.rollout_length, plan.num_envs):
-            self.buffer = RolloutBuffer(plan.rollout_length, plan.num_envs, env.num_obs, env.num_actions, self.device)
-        buf = self.buffer
+        buf = self.buffers[slot]
+        if buf is None or not buf.fits(plan.rollout_length, plan.num_envs):
+            buf = RolloutBuffer(plan.rollout_length, plan.num_envs, env.num_obs, env.num_actions, self.device)
+            self.buffers[slot] = buf
         diverged = 0
+        buf.log_std.copy_(model.log_std.detach())
         obs = self.obs
         for t in range(plan.rollout_length):
             mu, log_std, value = model(obs)
@@ -64,7 +81,7 @@ class SyncCollector:
             time_outs = extras["time_outs"]
             final_obs = extras.get("final_obs", obs_dict["obs"])
             # a truncated episode would have gone on: bootstrap its value from the observation that ended it
-            bootstrap = self.gamma * self._time_out_values(final_obs, time_outs)
+            bootstrap = self.gamma * self._time_out_values(model, final_obs, time_outs)
             buf.rewards[t] = rewards * self.reward_scale + bootstrap
             buf.dones[t] = resets.to(buf.dones.dtype)
             diverged += extras.get("diverged", 0)
@@ -72,17 +89,27 @@ class SyncCollector:
         self.obs = obs
         self._check_finite(buf, obs)
         last_values = model.denormalize_value(model(obs)[2])
-        return buf, {"last_values": last_values, "diverged": diverged}
+        info = {"last_values": last_values, "diverged": diverged, "collect_s": time.perf_counter() - started}
+        info.update(self._episodes(plan.num_envs))
+        return buf, info
 
-    def _time_out_values(self, final_obs: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
+    def _episodes(self, active: int) -> Dict[str, Any]:
+        finished = self.tracker.drain()  # the episodes that ended in this batch
+        recent = self.tracker.recent(active)  # each active env's last finished episode: defined when none ended now
+        return {
+            "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
+            "mean_return": recent["mean_return"], "mean_length": recent["mean_length"],
+        }
+
+    def _time_out_values(self, model: ActorCritic, final_obs: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
         values = torch.zeros(time_outs.shape, device=final_obs.device)
         if final_obs.device.type == "cpu":
             ids = time_outs.nonzero().flatten()  # usually none: evaluate the critic on those rows only
             if ids.numel():
-                values[ids] = self.model.denormalize_value(self.model(final_obs[ids])[2])
+                values[ids] = model.denormalize_value(model(final_obs[ids])[2])
             return values
         # on a GPU a masked evaluation would sync every step: evaluate all rows instead
-        return self.model.denormalize_value(self.model(final_obs)[2]) * time_outs
+        return model.denormalize_value(model(final_obs)[2]) * time_outs
 
     def _check_finite(self, buf: RolloutBuffer, last_obs: torch.Tensor) -> None:
         """The batch's observations (and the one after it), then its rewards; env ids named for observations."""
@@ -97,3 +124,74 @@ class SyncCollector:
                 "non-finite reward (env reward times agent.reward_scale, or a time-out's bootstrapped value): "
                 "training stopped"
             )
+
+
+@dataclasses.dataclass
+class Collected:
+    """A finished batch: its plan, buffer slot, contents and the number of updates its policy had seen."""
+
+    plan: Plan
+    slot: int
+    buffer: RolloutBuffer
+    info: Dict[str, Any]
+    policy_version: int  # updates the collecting policy had seen
+    concurrent: bool = True  # collected on the background thread (during the previous update)
+
+
+class BackgroundCollection:
+    """HTS-RL's concurrent collection: batch k+1 is collected on a thread with a snapshot of the policy
+    (parameters and normalisers) taken before update k, while update k runs on the main thread.
+
+    The behaviour policy's log-probs and values are stored with the batch, so PPO's ratio is against the
+    policy that acted, exactly one update stale. The env is only ever stepped by one collection at a time,
+    so its state runs on continuously across batches. MuJoCo's batch step releases the GIL; on a GPU the
+    thread works on its own CUDA stream.
+    """
+
+    def __init__(self, collector: SyncCollector, model: ActorCritic):
+        self.collector = collector
+        self.snapshot = copy.deepcopy(model).requires_grad_(False)
+        device = collector.device
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._thread: Optional[threading.Thread] = None
+        self._result: Optional[Collected] = None
+        self._error: Optional[BaseException] = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self, plan: Plan, model: ActorCritic, policy_version: int, slot: int) -> None:
+        """Snapshot model now and collect plan's batch into buffer slot on a thread."""
+        assert self._thread is None, "one background collection at a time"
+        self.snapshot.load_state_dict(model.state_dict())
+        if self.stream is not None:
+            self.stream.wait_stream(torch.cuda.current_stream(self.collector.device))  # the snapshot copy
+        self._result, self._error = None, None
+        self._thread = threading.Thread(
+            target=self._collect, args=(plan, policy_version, slot), name="isaac-ppo-collect", daemon=True
+        )
+        self._thread.start()
+
+    def wait(self) -> Collected:
+        """The batch, once collected; an error of the collection (e.g. a non-finite observation) is raised here."""
+        assert self._thread is not None, "no background collection was started"
+        self._thread.join()
+        self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        result, self._result = self._result, None
+        return result
+
+    def _collect(self, plan: Plan, policy_version: int, slot: int) -> None:
+        try:
+            if self.stream is not None:
+                with torch.cuda.stream(self.stream):
+                    buffer, info = self.collector.collect(plan, self.snapshot, slot)
+                self.stream.synchronize()
+            else:
+                buffer, info = self.collector.collect(plan, self.snapshot, slot)
+            self._result = Collected(plan, slot, buffer, info, policy_version)
+        except BaseException as error:  # handed to the main thread by wait()
+            self._error = error

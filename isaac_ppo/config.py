@@ -6,7 +6,7 @@ values for the top level and the agent node. The task node is the task's own (Is
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -46,6 +46,7 @@ class AgentSchema:
     normalize_value: bool = True
     normalize_advantage: bool = True
     mixed_precision: bool = True
+    stale_clip: str = "behaviour"
     max_epochs: int = 500
 
 
@@ -55,6 +56,7 @@ class TopSchema:
     num_envs: Optional[int] = None
     seed: int = 42
     max_iterations: Optional[int] = None
+    max_env_steps: Optional[int] = None
     sim: str = "auto"
     device: str = "cpu"
     headless: bool = True
@@ -72,10 +74,12 @@ class TopSchema:
 CHOICES = {
     "sim": ("auto", "mujoco", "isaacgym"),
     "agent.lr_schedule": ("adaptive", "linear", "constant"),
+    "agent.stale_clip": ("behaviour", "proximal"),
     "agent.network.activation": ("elu", "relu", "tanh", "selu"),
 }
 POSITIVE = ("agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",
-            "torch_threads", "collect_torch_threads", "max_iterations", "num_envs", "agent.max_epochs")
+            "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
+            "agent.max_epochs")
 
 
 def validate(cfg: DictConfig) -> None:
@@ -94,12 +98,24 @@ def validate(cfg: DictConfig) -> None:
     for key in ("task.env.numEnvs", "task.env.episodeLength"):
         if not isinstance(OmegaConf.select(cfg, key), int):
             raise UserError(f"{key}={OmegaConf.select(cfg, key)!r} must be an integer")
-    # the fixed plan's arithmetic, checked before a run directory exists
-    from isaac_ppo.scheduler.plan import Plan
+    # every plan the scheduler can ask for, checked against the env pool before a run directory exists
+    from isaac_ppo.scheduler.plan import build_scheduler, check_plans, pool_size
 
-    num_envs = cfg.num_envs if cfg.num_envs is not None else cfg.task.env.numEnvs
-    agent = cfg.agent
-    Plan(num_envs, agent.horizon, agent.mini_epochs, agent.minibatch_size).check(num_envs)
+    scheduler = build_scheduler(cfg)
+    max_iterations, max_env_steps = budgets(cfg)
+    check_plans(scheduler, pool_size(cfg, scheduler, max_iterations, max_env_steps), max_iterations, max_env_steps)
+    first = scheduler.plan(0, [])
+    if max_env_steps is not None and first.batch_size > max_env_steps:
+        raise UserError(f"max_env_steps={max_env_steps} is smaller than the first batch ({first.batch_size} env steps)")
+
+
+def budgets(cfg: DictConfig) -> Tuple[Optional[int], Optional[int]]:
+    """(max_iterations, max_env_steps). max_iterations null means agent.max_epochs, unless max_env_steps is
+    set: then the env steps alone end the run."""
+    max_env_steps = int(cfg.max_env_steps) if cfg.get("max_env_steps") is not None else None
+    if cfg.max_iterations is not None:
+        return int(cfg.max_iterations), max_env_steps
+    return (None if max_env_steps is not None else int(cfg.agent.max_epochs)), max_env_steps
 
 
 def _merge(schema: Any, node: Any, prefix: str) -> None:

@@ -1,13 +1,14 @@
 """The training loop of DESIGN.md: plan, collect, update, log, checkpoint; owns counters and history.
 
 Per iteration k:
-    plan  = scheduler.plan(k, history)
-    batch = collector.collect(plan)
-    stats = ppo.update(batch, plan)
-    scheduler.observe(k, stats, {}); logger.log(...); checkpointer.after_iteration(...)
+    plan  = scheduler.plan(k, history)            (asked once per k; checked against the env pool)
+    batch = collector.collect(plan)               (or the batch collected concurrently during update k-1)
+    stats = ppo.update(batch, plan)               (with a concurrent plan, batch k+1 is collected meanwhile)
+    scheduler.observe(k, row, {}); logger.log(row); checkpointer.after_iteration(...)
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import signal
 import time
@@ -19,11 +20,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
-from isaac_ppo.collect import SyncCollector
+from isaac_ppo.agent.rollout import RolloutBuffer
+from isaac_ppo.collect import BackgroundCollection, Collected, SyncCollector
+from isaac_ppo.config import budgets
 from isaac_ppo.errors import UserError
 from isaac_ppo.io import checkpoint
 from isaac_ppo.io.logger import RunLogger
-from isaac_ppo.scheduler import FixedScheduler, Plan
+from isaac_ppo.scheduler import Plan, Scheduler, build_scheduler, check_plans
+
+# the collector's action noise is its own stream (it runs beside the learner's under concurrent collection)
+COLLECT_SEED_OFFSET = 1_000_003
+BUFFER_FIELDS = ("obs", "actions", "log_probs", "mu", "log_std", "values", "rewards", "dones")
 
 
 def build_model(cfg: DictConfig, env: Any, device: torch.device) -> ActorCritic:
@@ -35,37 +42,50 @@ def build_model(cfg: DictConfig, env: Any, device: torch.device) -> ActorCritic:
 
 
 class Runner:
-    def __init__(self, cfg: DictConfig, env: Any, run_dir: str):
+    def __init__(self, cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Scheduler] = None):
         self.cfg = cfg
         self.env = env
         self.run_dir = run_dir
         agent = cfg.agent
         self.device = torch.device(cfg.device)
-        self.max_iterations = int(cfg.max_iterations or agent.max_epochs)
-        self.generator = torch.Generator(device=self.device).manual_seed(int(cfg.seed))
-        torch.manual_seed(int(cfg.seed))
+        self.max_iterations, self.max_env_steps = budgets(cfg)
+        seed = int(cfg.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.collect_generator = torch.Generator(device=self.device).manual_seed(seed + COLLECT_SEED_OFFSET)
+        torch.manual_seed(seed)
         self.model = build_model(cfg, env, self.device)
         self.ppo = PPO(self.model, agent, self.device, self.generator)
-        plan = Plan(env.num_envs, int(agent.horizon), int(agent.mini_epochs), int(agent.minibatch_size))
-        self.scheduler = FixedScheduler(plan.check(env.num_envs))
-        self.collector = SyncCollector(env, self.model, float(agent.gamma), float(agent.reward_scale), self.generator)
+        self.scheduler = scheduler if scheduler is not None else build_scheduler(cfg)
+        check_plans(self.scheduler, env.num_envs, self.max_iterations, self.max_env_steps)
+        self.collector = SyncCollector(
+            env, self.model, float(agent.gamma), float(agent.reward_scale), self.collect_generator
+        )
+        self.background: Optional[BackgroundCollection] = None  # made at the first concurrent plan
+        self.ready: Optional[Collected] = None  # a batch collected ahead (restored from a checkpoint)
+        self.behaviour: Optional[Dict[str, torch.Tensor]] = None  # concurrent: the policy for a batch not yet begun
+        self.planned: Dict[int, Plan] = {}  # plans asked of the scheduler for iterations not yet run
         self.iteration = 0
         self.env_steps = 0
         self.wall_s = 0.0
-        self.history: List[Dict[str, Any]] = []
+        self.history: List[Dict[str, Any]] = []  # this process's rows (not restored on resume)
         self.stop_requested: Optional[str] = None
 
     # ---------------------------------------------------------------------------------------------- state
 
     def state_dict(self) -> Dict[str, Any]:
+        self._settle()  # a batch in flight is finished first and saved with the rest
         env_state = self.env.state_dict() if hasattr(self.env, "state_dict") else None
         return {
             "model": self.model.state_dict(),
             "ppo": self.ppo.state_dict(),
             "scheduler": self.scheduler.state_dict(),
+            "planned": {k: dataclasses.asdict(plan) for k, plan in self.planned.items()},
+            "pending": _collected_state(self.ready),
+            "behaviour": self.behaviour,
             "counters": {"iteration": self.iteration, "env_steps": self.env_steps, "wall_s": self.wall_s},
             "rng": {
                 "agent": self.generator.get_state(),
+                "collect": self.collect_generator.get_state(),
                 "torch": torch.get_rng_state(),
                 "numpy": np.random.get_state(),
                 "python": random.getstate(),
@@ -89,17 +109,35 @@ class Runner:
         self.model.load_state_dict(state["model"])
         self.ppo.load_state_dict(state["ppo"])
         self.scheduler.load_state_dict(state["scheduler"])
+        self.planned = {int(k): Plan(**plan) for k, plan in state.get("planned", {}).items()}
+        self.ready = self._restore_collected(state.get("pending"))
+        self.behaviour = state.get("behaviour")
         counters = state["counters"]
         self.iteration, self.env_steps, self.wall_s = counters["iteration"], counters["env_steps"], counters["wall_s"]
-        self.generator.set_state(state["rng"]["agent"])
-        torch.set_rng_state(state["rng"]["torch"])
-        np.random.set_state(state["rng"]["numpy"])
-        random.setstate(state["rng"]["python"])
+        rng = state["rng"]
+        self.generator.set_state(rng["agent"])
+        if "collect" in rng:
+            self.collect_generator.set_state(rng["collect"])
+        torch.set_rng_state(rng["torch"])
+        np.random.set_state(rng["numpy"])
+        random.setstate(rng["python"])
         if state["env"] is not None and hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(state["env"])
             self.collector.obs = state["obs"].to(self.device)
         self.collector.tracker.load_state_dict(state["episodes"])
         self.best_return_at_resume = state.get("best_return")
+
+    def _restore_collected(self, saved: Optional[Mapping[str, Any]]) -> Optional[Collected]:
+        if saved is None:
+            return None
+        plan, slot = Plan(**saved["plan"]), int(saved["slot"])
+        buffer = RolloutBuffer(plan.rollout_length, plan.num_envs, self.env.num_obs, self.env.num_actions, self.device)
+        for name in BUFFER_FIELDS:
+            getattr(buffer, name).copy_(saved["buffer"][name])
+        self.collector.buffers[slot] = buffer
+        info = dict(saved["info"])
+        info["last_values"] = info["last_values"].to(self.device)
+        return Collected(plan, slot, buffer, info, int(saved["policy_version"]), concurrent=bool(saved["concurrent"]))
 
     # ---------------------------------------------------------------------------------------------- loop
 
@@ -109,13 +147,16 @@ class Runner:
             self.load_state_dict(checkpoint.load(resume_from, self.device), resume_from)
             self.checkpointer.best_return = self.best_return_at_resume
             print(f"resumed from {resume_from} at iteration {self.iteration}")
-        logger = RunLogger(self.run_dir, self.cfg.task.name, self.max_iterations, self.iteration)
+        logger = RunLogger(self.run_dir, self.cfg.task.name, self.max_iterations, self.iteration,
+                           max_env_steps=self.max_env_steps, start_env_steps=self.env_steps)
         if self.checkpointer.best_return is not None:
             logger.best_return = self.checkpointer.best_return
         previous = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            while self.iteration < self.max_iterations and self.stop_requested is None:
-                row = self._iterate()
+            while self.stop_requested is None:
+                row = self.step()
+                if row is None:  # a budget (iterations or env steps) is used up
+                    break
                 logger.log(row)
                 self.checkpointer.after_iteration(row["iteration"], self.state_dict, row["mean_return"])
             # the end of the run and a preemption (SIGTERM, Ctrl-C) both leave last.pt at an iteration boundary
@@ -124,6 +165,7 @@ class Runner:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            self._abandon_background()
             logger.close()
         if self.stop_requested:
             print(f"stopped by {self.stop_requested} after iteration {self.iteration}; checkpoint {path}")
@@ -135,42 +177,126 @@ class Runner:
         self.stop_requested = signal.Signals(signum).name
         print(f"\n{self.stop_requested}: saving a checkpoint at the end of this iteration (again to abort)")
 
-    def _iterate(self) -> Dict[str, Any]:
+    def plan_of(self, k: int, env_steps_before: int) -> Optional[Plan]:
+        """Iteration k's plan, asked of the scheduler once; None when a budget ends before iteration k."""
+        if self.max_iterations is not None and k >= self.max_iterations:
+            return None
+        if k not in self.planned:
+            plan = self.scheduler.plan(k, self.history)
+            self.planned[k] = plan.check(self.env.num_envs, f"iteration {k}'s plan from scheduler._target_")
+        plan = self.planned[k]
+        if self.max_env_steps is not None and env_steps_before + plan.batch_size > self.max_env_steps:
+            return None  # the budget is never exceeded: the run ends at or just under max_env_steps
+        return plan
+
+    def step(self) -> Optional[Dict[str, Any]]:
+        """Run iteration self.iteration; None when a budget is used up."""
         k = self.iteration
+        plan = self.plan_of(k, self.env_steps)
+        if plan is None:
+            return None
         t0 = time.perf_counter()
-        plan = self.scheduler.plan(k, self.history)
-        self.ppo.schedule_lr(k, self.max_iterations)
-        # on a CPU the env's physics threads and torch's share the cores: small per-step tensor ops run best
-        # on collect_torch_threads (1 here), the update's large matrix products on torch_threads
-        torch.set_num_threads(int(self.cfg.collect_torch_threads))
-        buffer, info = self.collector.collect(plan)
-        buffer.compute_gae(info["last_values"], float(self.cfg.agent.gamma), float(self.cfg.agent.lam))
+        self.ppo.schedule_lr(self._progress())
+        batch = self._take_batch(k, plan)
         t1 = time.perf_counter()
+        staleness = k - batch.policy_version
+        # HTS-RL's contract: a batch collected beside update k-1 is exactly one update stale, any other none
+        assert staleness == (1 if batch.concurrent else 0), f"batch of iteration {k} is {staleness} updates stale"
+        buffer, info = batch.buffer, batch.info
+        buffer.compute_gae(info["last_values"], float(self.cfg.agent.gamma), float(self.cfg.agent.lam))
+        if plan.mode == "concurrent" and not self._collect_ahead(k + 1, self.env_steps + plan.batch_size, batch.slot):
+            # the run ends (or stops) here: keep the behaviour policy, so a resumed run collects batch k+1
+            # with exactly the parameters the uninterrupted run would have collected it with
+            self.behaviour = {name: value.clone() for name, value in self.model.state_dict().items()}
         torch.set_num_threads(int(self.cfg.torch_threads))
-        stats = self.ppo.update(buffer, plan)
+        stats = self.ppo.update(buffer, plan, stale=staleness > 0)
         self._absorb_batch_statistics(buffer)
         t2 = time.perf_counter()
-        self.scheduler.observe(k, stats, {})
-        tracker = self.collector.tracker
-        finished = tracker.drain()  # episodes that ended in this batch
-        recent = tracker.recent()  # each env's last finished episode: defined even when none ended now
         steps = plan.batch_size
         self.iteration += 1
         self.env_steps += steps
         self.wall_s += t2 - t0
+        self.planned.pop(k, None)
+        collect_s = info["collect_s"]
         row = {
             "iteration": k, "env_steps": self.env_steps, "wall_s": round(self.wall_s, 3),
-            "num_envs": plan.num_envs, "rollout_length": plan.rollout_length, "epochs": plan.epochs,
-            "minibatch_size": plan.minibatch_size,
-            "mean_return": recent["mean_return"], "mean_length": recent["mean_length"],
-            "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
+            "num_envs": plan.num_envs, "rollout_length": plan.rollout_length, "batch_size": steps,
+            "epochs": plan.epochs, "minibatch_size": plan.minibatch_size, "mode": plan.mode, "staleness": staleness,
+            "mean_return": info["mean_return"], "mean_length": info["mean_length"],
+            "episodes": info["episodes"], "batch_mean_return": info["batch_mean_return"],
             "diverged": info["diverged"],
-            "collect_s": round(t1 - t0, 4), "update_s": round(t2 - t1, 4),
-            "fps_collect": steps / (t1 - t0), "fps_update": steps / (t2 - t1), "fps": steps / (t2 - t0),
+            "collect_s": round(collect_s, 4), "wait_s": round(t1 - t0, 4), "update_s": round(t2 - t1, 4),
+            "iteration_s": round(t2 - t0, 4),
+            "fps_collect": steps / collect_s, "fps_update": steps / (t2 - t1), "fps": steps / (t2 - t0),
         }
         row.update(stats)
+        self.scheduler.observe(k, row, {})
+        events = self.scheduler.take_events()
+        if events:
+            row["scheduler_events"] = events
         self.history.append(row)
         return row
+
+    def _progress(self) -> float:
+        """How far through its budget the run is, in [0, 1] (for the linear learning-rate schedule)."""
+        parts = [0.0]
+        if self.max_iterations:
+            parts.append(self.iteration / self.max_iterations)
+        if self.max_env_steps:
+            parts.append(self.env_steps / self.max_env_steps)
+        return max(parts)
+
+    def _take_batch(self, k: int, plan: Plan) -> Collected:
+        """Iteration k's batch: collected ahead (concurrent) or now, with the live policy (sync)."""
+        if self.background is not None and self.background.running:
+            self.ready = self.background.wait()
+        if self.ready is not None:
+            batch, self.ready = self.ready, None
+            if batch.plan != plan:
+                raise RuntimeError(f"the batch collected ahead was for {batch.plan}, iteration {k} plans {plan}")
+            return batch
+        if self.behaviour is not None and plan.mode == "concurrent":  # resumed where no batch was in flight
+            behaviour, self.behaviour = self._behaviour_model(), None
+            torch.set_num_threads(int(self.cfg.collect_torch_threads))
+            buffer, info = self.collector.collect(plan, behaviour, slot=0)
+            return Collected(plan, 0, buffer, info, policy_version=k - 1, concurrent=True)
+        self.behaviour = None
+        # on a CPU the env's physics threads and torch's share the cores: small per-step tensor ops run best
+        # on collect_torch_threads (1 here), the update's large matrix products on torch_threads
+        torch.set_num_threads(int(self.cfg.collect_torch_threads))
+        buffer, info = self.collector.collect(plan, self.model, slot=0)
+        return Collected(plan, 0, buffer, info, policy_version=k, concurrent=False)
+
+    def _collect_ahead(self, k: int, env_steps_before: int, busy_slot: int) -> bool:
+        """Start collecting iteration k's batch with a snapshot of the policy as it is now (before the update);
+        False when iteration k will not run in this process (a budget or a stop request ends it first)."""
+        if self.stop_requested:
+            return False
+        plan = self.plan_of(k, env_steps_before)
+        if plan is None or plan.mode != "concurrent":
+            return False
+        if self.background is None:
+            self.background = BackgroundCollection(self.collector, self.model)
+        self.background.start(plan, self.model, policy_version=k - 1, slot=1 - busy_slot)
+        return True
+
+    def _behaviour_model(self) -> ActorCritic:
+        model = build_model(self.cfg, self.env, self.device)
+        model.load_state_dict(self.behaviour)
+        return model
+
+    def _settle(self) -> None:
+        """Wait for a batch in flight, keeping it for its iteration."""
+        if self.background is not None and self.background.running:
+            self.ready = self.background.wait()
+
+    def _abandon_background(self) -> None:
+        """On the way out (also on errors): never leave a thread stepping the env."""
+        if self.background is not None and self.background.running:
+            try:
+                self.background.wait()
+            except BaseException:  # the run is ending with the error that brought us here
+                pass
 
     @torch.no_grad()
     def _absorb_batch_statistics(self, buffer: Any) -> None:
@@ -179,6 +305,16 @@ class Runner:
             self.model.obs_norm.update(buffer.obs.view(-1, buffer.obs.shape[-1]))
         if self.model.value_norm is not None:
             self.model.value_norm.update(buffer.returns.view(-1, 1))
+
+
+def _collected_state(batch: Optional[Collected]) -> Optional[Dict[str, Any]]:
+    if batch is None:
+        return None
+    return {
+        "plan": dataclasses.asdict(batch.plan), "slot": batch.slot, "policy_version": batch.policy_version,
+        "concurrent": batch.concurrent, "buffer": {name: getattr(batch.buffer, name) for name in BUFFER_FIELDS},
+        "info": dict(batch.info),
+    }
 
 
 def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[str] = None) -> Dict[str, Any]:

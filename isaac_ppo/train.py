@@ -123,17 +123,13 @@ def run(cfg: Any) -> Any:
     from omegaconf import OmegaConf
 
     from isaac_ppo.config import validate
-    from isaac_ppo.envs import make
     from isaac_ppo.errors import UserError
     from isaac_ppo.runner import Runner, play
 
     validate(cfg)
     torch.set_num_threads(int(cfg.torch_threads))
     run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else os.getcwd()
-    env = make(
-        cfg.task.name, cfg.num_envs, sim=cfg.sim, seed=int(cfg.seed), device=cfg.device,
-        task_cfg=OmegaConf.to_container(cfg.task, resolve=True),
-    )
+    env, scheduler = build_env_and_scheduler(cfg)
 
     if cfg.test:
         if not cfg.checkpoint:
@@ -151,7 +147,7 @@ def run(cfg: Any) -> Any:
         from isaac_ppo.io.checkpoint import newest_last
 
         resume_from = newest_last(cfg.runs_dir, cfg.experiment or cfg.task.name)
-    runner = Runner(cfg, env, run_dir)
+    runner = Runner(cfg, env, run_dir, scheduler)
     if cfg.checkpoint and not resume_from:
         from isaac_ppo.io.checkpoint import load
 
@@ -164,6 +160,21 @@ def run(cfg: Any) -> Any:
     print(f"[{cfg.task.name}] done: final mean return {summary['final_mean_return']}, "
           f"best {summary['best_mean_return']}; results in {run_dir}")
     return summary
+
+
+def build_env_and_scheduler(cfg: Any) -> Any:
+    """The scheduler, and the env pool sized once for the most envs it can ask for (or num_envs when set)."""
+    from omegaconf import OmegaConf
+
+    from isaac_ppo.config import budgets
+    from isaac_ppo.envs import make
+    from isaac_ppo.scheduler import build_scheduler, pool_size
+
+    scheduler = build_scheduler(cfg)
+    pool = pool_size(cfg, scheduler, *budgets(cfg))
+    env = make(cfg.task.name, pool, sim=cfg.sim, seed=int(cfg.seed), device=cfg.device,
+               task_cfg=OmegaConf.to_container(cfg.task, resolve=True))
+    return env, scheduler
 
 
 if __name__ == "__main__":

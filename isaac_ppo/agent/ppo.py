@@ -42,12 +42,24 @@ class PPO:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-    def schedule_lr(self, iteration: int, max_iterations: int) -> None:
-        """Per-iteration schedules (linear); the adaptive one acts per minibatch inside update()."""
+    def schedule_lr(self, progress: float) -> None:
+        """Per-iteration schedules (linear, over the run's progress in [0, 1]: iterations or env steps,
+        whichever budget is nearer its end); the adaptive one acts per minibatch inside update()."""
         if self.cfg["lr_schedule"] == "linear":
-            self.set_lr(float(self.cfg["learning_rate"]) * max(1.0 - iteration / max_iterations, 0.0))
+            self.set_lr(float(self.cfg["learning_rate"]) * max(1.0 - progress, 0.0))
 
-    def update(self, buffer: RolloutBuffer, plan: Plan) -> Dict[str, float]:
+    def update(self, buffer: RolloutBuffer, plan: Plan, stale: bool = False) -> Dict[str, float]:
+        """PPO epochs over the batch; `stale`: the batch was collected by an older policy than the one this
+        update starts from (concurrent collection, one update behind).
+
+        A stale batch has two reference policies: the behaviour policy that acted (its log-probs are stored)
+        and the policy at the start of this update (the proximal one). `agent.stale_clip` chooses what the
+        surrogate clips around: `behaviour` (HTS-RL: ratio pi / pi_behaviour, clipped) or `proximal`
+        (decoupled PPO, Hilton et al. 2022: the importance weight pi_prox / pi_behaviour times the surrogate
+        of pi / pi_prox clipped; its unclipped value is the same pi / pi_behaviour ratio times the advantage).
+        Either way the KL (logged, and steering the adaptive learning rate) is this update's own step from
+        the proximal policy: measured against the behaviour policy it would count the staleness as step size.
+        With a fresh batch both references are the behaviour policy and both forms are plain PPO."""
         cfg, model = self.cfg, self.model
         batch = buffer.flat()
         advantages = batch["advantages"]
@@ -55,7 +67,16 @@ class PPO:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         old_values = model.normalize_value(batch["values"])
         returns = model.normalize_value(batch["returns"])
-        old_log_std = model.log_std.detach().clone()
+        reference_log_probs, weights = batch["log_probs"], None
+        if stale:
+            with torch.no_grad():
+                start_mu = torch.cat([model(obs)[0].float() for obs in batch["obs"].split(plan.minibatch_size)])
+                start_log_std = model.log_std.detach().clone()
+                if cfg["stale_clip"] == "proximal":
+                    reference_log_probs = gaussian_log_prob(batch["actions"], start_mu, start_log_std)
+                    weights = torch.exp(reference_log_probs - batch["log_probs"])
+        else:  # the behaviour policy is the policy at the start of this update
+            start_mu, start_log_std = batch["mu"], buffer.log_std
         clip = float(cfg["clip"])
         sums = torch.zeros(7, device=self.device)  # actor, critic, entropy, bounds, kl, clip fraction, count
         size = plan.minibatch_size
@@ -65,9 +86,10 @@ class PPO:
                 with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
                     mu, log_std, value = model(batch["obs"][ids])
                     log_prob = gaussian_log_prob(batch["actions"][ids], mu, log_std)
-                    ratio = torch.exp(log_prob - batch["log_probs"][ids])
+                    ratio = torch.exp(log_prob - reference_log_probs[ids])
                     adv = advantages[ids]
-                    actor_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
+                    surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - clip, 1.0 + clip))
+                    actor_loss = (surrogate if weights is None else weights[ids] * surrogate).mean()
                     target, old = returns[ids], old_values[ids]
                     if cfg["clip_value"]:
                         clipped = old + (value - old).clamp(-clip, clip)
@@ -88,7 +110,7 @@ class PPO:
                     )
                 self._step(loss)
                 with torch.no_grad():
-                    kl = gaussian_kl(batch["mu"][ids], old_log_std, mu.float(), log_std.float()).mean()
+                    kl = gaussian_kl(start_mu[ids], start_log_std, mu.float(), log_std.float()).mean()
                     clipped_fraction = ((ratio - 1.0).abs() > clip).float().mean()
                     sums += torch.stack([
                         actor_loss.detach().float(), critic_loss.detach().float(), entropy.detach().float(),

@@ -16,6 +16,7 @@ class RolloutBuffer:
         self.actions = torch.zeros(*shape, num_actions, device=device)
         self.log_probs = torch.zeros(*shape, device=device)
         self.mu = torch.zeros(*shape, num_actions, device=device)
+        self.log_std = torch.zeros(num_actions, device=device)  # the behaviour policy's (state-independent)
         self.values = torch.zeros(*shape, device=device)  # in reward units (denormalised)
         self.rewards = torch.zeros(*shape, device=device)  # scaled, time-outs already bootstrapped
         self.dones = torch.zeros(*shape, device=device)  # the transition ended its episode

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, Union
+from typing import Dict, Optional, Union
 
 import torch
 
@@ -47,16 +47,18 @@ class EpisodeTracker:
             return {"episodes": 0, "mean_return": math.nan, "mean_length": math.nan}
         return {"episodes": int(count), "mean_return": ret / count, "mean_length": length / count}
 
-    def recent(self) -> Dict[str, float]:
-        """Mean over envs of each env's last finished episode (nan before any finished): a smoothed view,
-        like rl-games' window of recent episodes, that stays defined in iterations where none ends."""
-        finished = ~torch.isnan(self.last_return)
+    def recent(self, active: Optional[int] = None) -> Dict[str, float]:
+        """Mean over the first `active` envs (default all) of each env's last finished episode (nan before
+        any finished): a smoothed view, like rl-games' window of recent episodes, that stays defined in
+        iterations where none ends. Envs outside the active set are left out: their last episodes are old."""
+        last_return, last_length = self.last_return[:active], self.last_length[:active]
+        finished = ~torch.isnan(last_return)
         count = int(finished.sum())
         if count == 0:
             return {"mean_return": math.nan, "mean_length": math.nan}
         return {
-            "mean_return": float(self.last_return[finished].mean()),
-            "mean_length": float(self.last_length[finished].double().mean()),
+            "mean_return": float(last_return[finished].mean()),
+            "mean_length": float(last_length[finished].double().mean()),
         }
 
     def state_dict(self) -> Dict[str, torch.Tensor]:

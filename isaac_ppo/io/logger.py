@@ -15,12 +15,16 @@ TB_TAGS = {
     "actor_loss": "loss/actor", "critic_loss": "loss/critic", "entropy": "loss/entropy",
     "bounds_loss": "loss/bounds", "kl": "policy/kl", "clip_fraction": "policy/clip_fraction",
     "lr": "policy/lr", "fps_collect": "fps/collect", "fps_update": "fps/update", "fps": "fps/total",
-    "num_envs": "plan/num_envs", "rollout_length": "plan/rollout_length", "diverged": "env/diverged",
+    "num_envs": "plan/num_envs", "rollout_length": "plan/rollout_length", "batch_size": "plan/batch_size",
+    "epochs": "plan/epochs", "staleness": "plan/staleness", "diverged": "env/diverged",
+    "collect_s": "time/collect", "wait_s": "time/wait_for_batch", "update_s": "time/update",
+    "iteration_s": "time/iteration",
 }
 
 
 class RunLogger:
-    def __init__(self, run_dir: str, task: str, max_iterations: int, start_iteration: int = 0, quiet: bool = False):
+    def __init__(self, run_dir: str, task: str, max_iterations: Optional[int], start_iteration: int = 0,
+                 quiet: bool = False, max_env_steps: Optional[int] = None, start_env_steps: int = 0):
         from torch.utils.tensorboard import SummaryWriter
 
         self.run_dir = run_dir
@@ -31,6 +35,8 @@ class RunLogger:
         self.tty = sys.stdout.isatty()
         self.started = time.time()
         self.start_iteration = start_iteration
+        self.max_env_steps = max_env_steps
+        self.start_env_steps = start_env_steps
         self.best_return = -math.inf
         self.last: Dict[str, Any] = {}
         self.fps_sum = 0.0
@@ -59,18 +65,31 @@ class RunLogger:
     def _progress(self, row: Mapping[str, Any]) -> None:
         done = row["iteration"] + 1
         elapsed = time.time() - self.started
-        rate = (done - self.start_iteration) / elapsed if elapsed > 0 else 0.0
-        eta = (self.max_iterations - done) / rate if rate > 0 else 0.0
+        fraction = self._fraction(done, row["env_steps"])
+        eta = elapsed * (1.0 - fraction) / fraction if fraction > 0 else 0.0
+        total = f"/{self.max_iterations}" if self.max_iterations else ""
+        budget = f"/{self.max_env_steps:,}" if self.max_env_steps else ""
         line = (
-            f"[{self.task}] iter {done}/{self.max_iterations} | steps {row['env_steps']:,} | "
+            f"[{self.task}] iter {done}{total} | steps {row['env_steps']:,}{budget} | "
             f"{row['fps']:,.0f} steps/s | return {row['mean_return']:.2f} | length {row['mean_length']:.0f} | "
             f"ETA {_clock(eta)}"
         )
+        for event in row.get("scheduler_events", ()):  # plan changes, with their reasons
+            sys.stdout.write(("\n" if self.tty else "") + f"[{self.task}] scheduler: {event}\n")
         if self.tty:
-            sys.stdout.write("\r" + line.ljust(110) + ("\n" if done == self.max_iterations else ""))
+            sys.stdout.write("\r" + line.ljust(110))
         else:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+    def _fraction(self, done: int, env_steps: int) -> float:
+        """The share of this process's part of the run that is done: iterations or env steps, the nearer."""
+        parts = []
+        if self.max_iterations and self.max_iterations > self.start_iteration:
+            parts.append((done - self.start_iteration) / (self.max_iterations - self.start_iteration))
+        if self.max_env_steps and self.max_env_steps > self.start_env_steps:
+            parts.append((env_steps - self.start_env_steps) / (self.max_env_steps - self.start_env_steps))
+        return min(max(parts), 1.0) if parts else 0.0
 
     def summary(self, extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         """Write metrics.json (atomically) and return it."""

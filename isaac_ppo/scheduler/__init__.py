@@ -2,6 +2,6 @@
 from __future__ import annotations
 
 from isaac_ppo.scheduler.fixed import FixedScheduler
-from isaac_ppo.scheduler.plan import Plan, Scheduler
+from isaac_ppo.scheduler.plan import Plan, Scheduler, base_plan, build_scheduler, check_plans, pool_size
 
-__all__ = ["Plan", "Scheduler", "FixedScheduler"]
+__all__ = ["Plan", "Scheduler", "FixedScheduler", "base_plan", "build_scheduler", "check_plans", "pool_size"]

@@ -1,14 +1,8 @@
-"""The fixed plan: the same batch every iteration (IsaacGymEnvs' behaviour)."""
+"""The fixed plan: the same batch every iteration (IsaacGymEnvs' behaviour, and the default)."""
 from __future__ import annotations
 
-from typing import Any, List, Mapping
-
-from isaac_ppo.scheduler.plan import Plan, Scheduler
+from isaac_ppo.scheduler.plan import Scheduler
 
 
 class FixedScheduler(Scheduler):
-    def __init__(self, plan: Plan):
-        self._plan = plan
-
-    def plan(self, k: int, history: List[Mapping[str, Any]]) -> Plan:
-        return self._plan
+    """num_envs x agent.horizon, agent.mini_epochs, agent.minibatch_size, every iteration."""

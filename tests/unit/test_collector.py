@@ -150,7 +150,7 @@ def test_no_bootstrap_where_not_timed_out():
 
 
 def test_tracker_saw_unscaled_rewards():
-    env, _, collector, _, _ = _collect()
+    env, _, collector, _, info = _collect()
     tracker = collector.tracker
     r = [[float(env.log[t]["rewards"][i]) for i in range(NUM_ENVS)] for t in range(T)]
     # finished episodes, unscaled: env0 t0..1, env3 t0..1, env1 t0..3, env2 t0..3, env0 t2..4
@@ -162,10 +162,14 @@ def test_tracker_saw_unscaled_rewards():
     # episodes still running: env 3 since t=2, env 1 and env 2 at t=4
     assert tracker.running_return.tolist() == pytest.approx([0.0, r[4][1], r[4][2], r[2][3] + r[3][3] + r[4][3]])
     assert tracker.running_length.tolist() == [0, 1, 1, 3]
-    drained = tracker.drain()
-    assert drained["episodes"] == 5
-    assert drained["mean_return"] == pytest.approx(sum(finished) / 5)
-    assert drained["mean_length"] == pytest.approx(sum(lengths) / 5)
+    # the batch's info carries the episodes that ended in it (drained from the tracker)
+    assert info["episodes"] == 5
+    assert info["batch_mean_return"] == pytest.approx(sum(finished) / 5)
+    assert tracker.drain()["episodes"] == 0
+    # each env's last finished episode: env0 t2..4, env1 t0..3, env2 t0..3, env3 t0..1
+    last = [finished[4], finished[2], finished[3], finished[1]]
+    assert info["mean_return"] == pytest.approx(sum(last) / 4)
+    assert info["mean_length"] == pytest.approx((3 + 4 + 4 + 2) / 4)
 
 
 def test_buffer_reused_for_same_plan_and_obs_carried_over():
@@ -179,6 +183,8 @@ def test_buffer_reused_for_same_plan_and_obs_carried_over():
     assert buf2 is first
     torch.testing.assert_close(buf2.obs[0], env.log[T - 1]["obs"], rtol=0, atol=0)
     assert len(env.log) == 2 * T
+    buf3, _ = collector.collect(plan, slot=1)  # the second slot: the buffer filled during an update
+    assert buf3 is not first
 
 
 def test_plan_with_fewer_envs_needs_set_active():

@@ -1,6 +1,7 @@
 """Plan validation and the PPO update on a synthetic batch."""
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -41,9 +42,9 @@ def test_plan_refuses_num_envs(num_envs):
 
 
 def test_plan_refuses_rollout_length_and_epochs():
-    with pytest.raises(UserError, match="agent.horizon=0"):
+    with pytest.raises(UserError, match=r"rollout_length=0 \(agent.horizon"):
         Plan(4, 0, 4, 1).check(pool_size=16)
-    with pytest.raises(UserError, match="agent.mini_epochs=0"):
+    with pytest.raises(UserError, match=r"epochs=0 \(agent.mini_epochs"):
         Plan(4, 8, 0, 8).check(pool_size=16)
 
 
@@ -63,7 +64,7 @@ def _cfg(**over):
     cfg = {
         "learning_rate": 3e-4, "lr_schedule": "constant", "kl_threshold": 0.008, "clip": 0.2, "clip_value": True,
         "critic_coef": 2.0, "entropy_coef": 0.01, "bounds_loss_coef": 0.0001, "truncate_grads": True,
-        "grad_norm": 1.0, "normalize_advantage": True, "mixed_precision": True,
+        "grad_norm": 1.0, "normalize_advantage": True, "mixed_precision": True, "stale_clip": "proximal",
     }
     cfg.update(over)
     return cfg
@@ -82,6 +83,7 @@ def _buffer(model, seed=1):
     with torch.no_grad():
         mu, log_std, _ = model(buf.obs)
         buf.mu.copy_(mu)
+        buf.log_std.copy_(model.log_std)
         buf.log_probs.copy_(gaussian_log_prob(buf.actions, mu, log_std))
     buf.values.copy_(torch.randn(T, N, generator=g))
     buf.returns.copy_(torch.randn(T, N, generator=g))
@@ -178,7 +180,7 @@ def test_adaptive_lr_bounds():
 def test_constant_schedule_keeps_lr():
     model = _model()
     ppo = _ppo(model, lr_schedule="constant", kl_threshold=1e-9, learning_rate=1e-3)
-    ppo.schedule_lr(5, 10)
+    ppo.schedule_lr(0.5)
     assert ppo.update(_buffer(model), Plan(N, T, 2, 32))["lr"] == 1e-3
 
 
@@ -186,7 +188,7 @@ def test_constant_schedule_keeps_lr():
 def test_linear_schedule(k, max_k):
     model = _model()
     ppo = _ppo(model, lr_schedule="linear", learning_rate=1e-3)
-    ppo.schedule_lr(k, max_k)
+    ppo.schedule_lr(k / max_k)
     expected = 1e-3 * max(1.0 - k / max_k, 0.0)
     assert ppo.lr == pytest.approx(expected, abs=1e-15)
     assert all(g["lr"] == pytest.approx(expected, abs=1e-15) for g in ppo.optimizer.param_groups)
@@ -232,3 +234,34 @@ def test_update_depends_on_generator_seed():
         _ppo(model, seed=seed).update(_buffer(model, seed=8), Plan(N, T, 2, 32))
         params.append(_params(model))
     assert any(not torch.equal(a, b) for a, b in zip(*params))
+
+
+# ------------------------------------------------------------------------------------------ stale batches
+
+
+def _stale_setup():
+    """A batch collected by a behaviour policy, and a model that has moved on by one (simulated) update."""
+    model = _model()
+    buf = _buffer(model)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(9)))
+    return model, buf
+
+
+@pytest.mark.parametrize("stale_clip", ["behaviour", "proximal"])
+def test_stale_batch_kl_is_the_updates_own_step(stale_clip):
+    model, buf = _stale_setup()
+    as_fresh = _ppo(copy.deepcopy(model), learning_rate=1e-9, stale_clip=stale_clip).update(buf, Plan(N, T, 1, 32))
+    as_stale = _ppo(model, learning_rate=1e-9, stale_clip=stale_clip).update(buf, Plan(N, T, 1, 32), stale=True)
+    # with a learning rate of ~0 the update itself moves nothing: only the behaviour gap shows as KL
+    assert as_fresh["kl"] > 1e-3
+    assert as_stale["kl"] < 1e-9
+
+
+def test_proximal_clipping_centres_the_ratio_on_the_updates_start():
+    model, buf = _stale_setup()
+    behaviour = _ppo(copy.deepcopy(model), learning_rate=1e-9, stale_clip="behaviour")
+    proximal = _ppo(copy.deepcopy(model), learning_rate=1e-9, stale_clip="proximal")
+    assert behaviour.update(buf, Plan(N, T, 1, 32), stale=True)["clip_fraction"] > 0.05  # pi / pi_behaviour
+    assert proximal.update(buf, Plan(N, T, 1, 32), stale=True)["clip_fraction"] == 0.0  # pi / pi_prox = 1

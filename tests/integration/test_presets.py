@@ -1,0 +1,57 @@
+"""cfg/preset/: every run of every paper-comparison sweep composes and passes validation on Ant."""
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+
+import isaac_ppo.cfg
+from isaac_ppo.train import compose_config
+
+PRESETS = sorted(f[:-5] for f in os.listdir(os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "preset")))
+
+
+def sweep_of(preset):
+    """The preset's hydra.sweeper.params as lists of overrides, one list per run of the sweep."""
+    try:
+        with initialize_config_module(config_module="isaac_ppo.cfg", version_base=None):
+            cfg = compose(config_name="config", overrides=[f"preset={preset}"], return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
+    params = cfg.hydra.sweeper.params
+    axes = [[f"{key}={value}" for value in str(values).split(",")] for key, values in params.items()]
+    return [list(run) for run in itertools.product(*axes)]
+
+
+def test_the_paper_comparisons_are_all_there():
+    assert PRESETS == ["epochs_vs_envs", "fixed_batch_splits", "grow_batch_by_envs", "grow_batch_by_rollout",
+                       "more_epochs", "shared_vs_separate"]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_run_of_the_sweep_is_a_valid_config(preset):
+    runs = sweep_of(preset)
+    assert len(runs) >= 2
+    for run in runs:
+        cfg = compose_config(["task=Ant", f"preset={preset}", *run])  # validate() checks every plan
+        assert cfg.experiment == preset and cfg.max_env_steps == 32768000
+
+
+def test_fixed_batch_splits_hold_the_batch_and_vary_the_split():
+    from isaac_ppo.scheduler import build_scheduler
+
+    splits = []
+    for run in sweep_of("fixed_batch_splits"):
+        plan = build_scheduler(compose_config(["task=Ant", "preset=fixed_batch_splits", *run])).plan(0, [])
+        assert plan.batch_size == 65536
+        splits.append((plan.num_envs, plan.rollout_length))
+    assert splits == [(256, 256), (512, 128), (1024, 64), (2048, 32), (4096, 16)]
+
+
+def test_the_run_name_override_still_works_beside_presets():
+    """`experiment=NAME` names the run (IsaacGymEnvs): this is why presets are a group named `preset`."""
+    assert compose_config(["experiment=my_run"]).experiment == "my_run"
+    assert compose_config(["preset=more_epochs", "experiment=mine"]).experiment == "mine"
