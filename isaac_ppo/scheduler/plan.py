@@ -34,9 +34,15 @@ class Plan:
     def resized(self, num_envs: int, rollout_length: int, epochs: Optional[int] = None,
                 minibatches: Optional[int] = None) -> "Plan":
         """This plan with another split; the minibatch count stays (CleanRL's num_minibatches, the seed
-        paper's harness) unless `minibatches` is given."""
-        count = int(minibatches or self.num_minibatches)
+        paper's harness) unless `minibatches` is given. When this plan's own minibatch size does not divide
+        its batch (a base plan that is never run), the size stays instead and check() judges it."""
         batch = int(num_envs) * int(rollout_length)
+        if not minibatches and (self.minibatch_size < 1 or self.batch_size % self.minibatch_size):
+            return dataclasses.replace(
+                self, num_envs=int(num_envs), rollout_length=int(rollout_length),
+                epochs=self.epochs if epochs is None else int(epochs),
+            )
+        count = int(minibatches or self.num_minibatches)
         if count < 1 or batch % count:
             raise UserError(
                 f"{count} minibatches (scheduler.minibatches, else the base plan's count) do not divide the batch "
@@ -93,6 +99,11 @@ class Scheduler:
         """Every plan this scheduler can ask for in the run: sizes the env pool and is checked at start."""
         yield self.base
 
+    def most_envs(self, max_iterations: Optional[int], max_env_steps: Optional[int]) -> int:
+        """The env pool this scheduler needs. It should not depend on the budgets when the scheduler can
+        go further: a run resumed with a larger budget must find the same pool in its checkpoint."""
+        return max(plan.num_envs for plan in self.reachable_plans(max_iterations, max_env_steps))
+
     def log(self, message: str) -> None:
         """Record a decision (with its reason) for the run's log."""
         self._events.append(message)
@@ -136,11 +147,10 @@ def build_scheduler(cfg: Any) -> Scheduler:
 
 
 def pool_size(cfg: Any, scheduler: Scheduler, max_iterations: int, max_env_steps: Optional[int]) -> int:
-    """The env pool: num_envs when given, else the most envs any reachable plan asks for (at least the
-    task's numEnvs when the scheduler keeps the base plan)."""
+    """The env pool: num_envs when given, else the most envs the scheduler can ask for in any run."""
     if cfg.num_envs is not None:
         return int(cfg.num_envs)
-    return max(p.num_envs for p in scheduler.reachable_plans(max_iterations, max_env_steps))
+    return scheduler.most_envs(max_iterations, max_env_steps)
 
 
 def check_plans(scheduler: Scheduler, pool: int, max_iterations: int, max_env_steps: Optional[int]) -> None:

@@ -83,6 +83,12 @@ class ScheduleScheduler(Scheduler):
             yield self.plan_at(k)
             k += 1
 
+    def most_envs(self, max_iterations: Optional[int], max_env_steps: Optional[int]) -> int:
+        """The most envs at any breakpoint (between breakpoints values lie between theirs), whatever the
+        budget: a run resumed with more iterations finds the pool its checkpoint has."""
+        ats = {at for points in (self.num_envs, self.rollout_length, self.epochs) if points for at, _ in points}
+        return max(self._plan_for(at, 0).num_envs for at in ats | {0})
+
     def _plan_for(self, x: int, k: int) -> Plan:
         base = self.base
         num_envs = self._value(self.num_envs, x)

@@ -16,7 +16,7 @@ SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
 SMALL = ["task=Cartpole", "num_envs=64", "agent.minibatch_size=256", "sim=mujoco"]
 # 32 envs x 32 steps for 3 iterations, then 64 x 16: the same batch of 1024 in 4 minibatches of 256
 SCHEDULE = ["task=Cartpole", "sim=mujoco", "scheduler=schedule", "scheduler.batch_size=1024",
-            "scheduler.num_envs=[[0,32],[3,64]]", "agent.minibatch_size=256"]
+            "scheduler.num_envs=[[0,32],[3,64]]", "scheduler.minibatches=4"]
 
 
 def train(tmp_path, *overrides, timeout=300, env=None):
@@ -121,14 +121,17 @@ def test_resume_in_the_middle_of_a_schedule_continues_it_exactly(tmp_path):
     assert_same_params(last_state(run_dir(tmp_path, "full"))["model"], last_state(run_dir(tmp_path, "part"))["model"])
 
 
-def test_concurrent_schedule_resumed_mid_run(tmp_path):
-    common = [*SCHEDULE, "scheduler.mode=concurrent", "seed=4"]
-    assert train(tmp_path, *common, "max_iterations=6", "experiment=full").returncode == 0
-    assert train(tmp_path, *common, "max_iterations=3", "experiment=part").returncode == 0
-    # the batch of iteration 3 (the first with 64 envs) was collected ahead and is in the checkpoint
-    assert last_state(run_dir(tmp_path, "part"))["pending"]["plan"]["num_envs"] == 64
-    assert train(tmp_path, *common, "max_iterations=6", "experiment=part", "resume=auto").returncode == 0
-    assert_same_params(last_state(run_dir(tmp_path, "full"))["model"], last_state(run_dir(tmp_path, "part"))["model"])
+def test_concurrent_schedule_resumed_from_a_checkpoint_with_a_batch_in_flight(tmp_path):
+    common = [*SCHEDULE, "scheduler.mode=concurrent", "seed=4", "max_iterations=6"]
+    assert train(tmp_path, *common, "save_interval=3", "experiment=full").returncode == 0
+    # iter_000003.pt was written after iteration 2, while the batch of iteration 3 (the first with 64 envs)
+    # was being collected: the checkpoint waited for it and holds it
+    middle = os.path.join(run_dir(tmp_path, "full"), "checkpoints", "iter_000003.pt")
+    pending = torch.load(middle, weights_only=False)["pending"]
+    assert pending["plan"]["num_envs"] == 64 and pending["policy_version"] == 2
+    assert train(tmp_path, *common, "experiment=again", f"resume={middle}").returncode == 0
+    assert_same_params(last_state(run_dir(tmp_path, "full"))["model"], last_state(run_dir(tmp_path, "again"))["model"])
+    assert [r["num_envs"] for r in rows(run_dir(tmp_path, "again"))] == [64, 64, 64]
 
 
 def test_max_env_steps_ends_the_run_without_exceeding_it(tmp_path):

@@ -23,6 +23,13 @@ def test_resized_keeps_the_minibatch_count_unless_told():
     assert ANT.resized(1024, 16, minibatches=4).minibatch_size == 4096
 
 
+def test_resized_keeps_the_size_when_the_base_plan_has_no_whole_count():
+    base = Plan(64, 16, 4, 8192)  # a minibatch larger than its batch: the base plan itself never runs
+    assert base.resized(128, 64).minibatch_size == 8192
+    with pytest.raises(UserError, match="minibatch_size=8192"):
+        base.resized(128, 32).check(4096)
+
+
 def test_resized_refuses_a_count_that_does_not_divide():
     with pytest.raises(UserError, match=r"3 minibatches .* do not divide the batch num_envs x rollout_length = 1024 x 16"):
         ANT.resized(1024, 16, minibatches=3)
@@ -207,7 +214,8 @@ def test_build_scheduler_refusals(node, message):
 def test_pool_is_num_envs_when_given_else_the_most_any_plan_asks_for():
     scheduler = ScheduleScheduler(ANT.resized(1024, 64), num_envs=[[0, 1024], [100, 8192]], batch_size=65536)
     assert pool_size(_cfg({}), scheduler, 500, None) == 8192
-    assert pool_size(_cfg({}), scheduler, 100, None) == 1024  # the change comes after the run's end
+    # also when the change comes after this run's end: a resumed, longer run must find the same pool
+    assert pool_size(_cfg({}), scheduler, 100, None) == 8192
     assert pool_size(_cfg({}, num_envs=2048), scheduler, 500, None) == 2048
     with pytest.raises(UserError, match=r"num_envs=8192 must be within 1\.\.2048"):
         check_plans(scheduler, 2048, 500, None)
