@@ -158,7 +158,6 @@ def test_tracker_saw_unscaled_rewards():
         r[0][0] + r[1][0], r[0][3] + r[1][3], sum(r[t][1] for t in range(4)), sum(r[t][2] for t in range(4)),
         r[2][0] + r[3][0] + r[4][0],
     ]
-    lengths = [2, 2, 4, 4, 3]
     # episodes still running: env 3 since t=2, env 1 and env 2 at t=4
     assert tracker.running_return.tolist() == pytest.approx([0.0, r[4][1], r[4][2], r[2][3] + r[3][3] + r[4][3]])
     assert tracker.running_length.tolist() == [0, 1, 1, 3]
