@@ -51,6 +51,19 @@ class AgentSchema:
 
 
 @dataclasses.dataclass
+class DiagnosticsSchema:
+    enabled: bool = True
+    interval: int = 10
+    samples: int = 2048
+    delta: float = 0.01
+    tau: float = 0.025
+    grid: int = 20
+    coverage: bool = False
+    variants: bool = False
+    plot: bool = True
+
+
+@dataclasses.dataclass
 class TopSchema:
     experiment: str = ""
     num_envs: Optional[int] = None
@@ -87,6 +100,7 @@ def validate(cfg: DictConfig) -> None:
     top = {k: cfg[k] for k in (f.name for f in dataclasses.fields(TopSchema)) if k in cfg}
     _merge(TopSchema, OmegaConf.create(top), "")
     _merge(AgentSchema, cfg.agent, "agent.")
+    _merge(DiagnosticsSchema, cfg.diagnostics, "diagnostics.")
     for key, allowed in CHOICES.items():
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
@@ -98,6 +112,9 @@ def validate(cfg: DictConfig) -> None:
     for key in ("task.env.numEnvs", "task.env.episodeLength"):
         if not isinstance(OmegaConf.select(cfg, key), int):
             raise UserError(f"{key}={OmegaConf.select(cfg, key)!r} must be an integer")
+    from isaac_ppo.diagnostics.probe import check_config
+
+    check_config(cfg.diagnostics, list(cfg.agent.network.hidden))
     # every plan the scheduler can ask for, checked against the env pool before a run directory exists
     from isaac_ppo.scheduler.plan import build_scheduler, check_plans, pool_size
 

@@ -4,7 +4,8 @@ Per iteration k:
     plan  = scheduler.plan(k, history)            (asked once per k; checked against the env pool)
     batch = collector.collect(plan)               (or the batch collected concurrently during update k-1)
     stats = ppo.update(batch, plan)               (with a concurrent plan, batch k+1 is collected meanwhile)
-    scheduler.observe(k, row, {}); logger.log(row); checkpointer.after_iteration(...)
+    diag  = probe.measure(k, batch)               (every diagnostics.interval iterations, else {})
+    scheduler.observe(k, row, diag); logger.log(row); checkpointer.after_iteration(...)
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from isaac_ppo.agent.ppo import PPO
 from isaac_ppo.agent.rollout import RolloutBuffer
 from isaac_ppo.collect import BackgroundCollection, Collected, SyncCollector
 from isaac_ppo.config import budgets
+from isaac_ppo.diagnostics.probe import Probe
 from isaac_ppo.errors import UserError
 from isaac_ppo.io import checkpoint
 from isaac_ppo.io.logger import RunLogger
@@ -55,6 +57,7 @@ class Runner:
         torch.manual_seed(seed)
         self.model = build_model(cfg, env, self.device)
         self.ppo = PPO(self.model, agent, self.device, self.generator)
+        self.probe = Probe(cfg.diagnostics, self.model, seed)
         self.scheduler = scheduler if scheduler is not None else build_scheduler(cfg)
         check_plans(self.scheduler, env.num_envs, self.max_iterations, self.max_env_steps)
         self.collector = SyncCollector(
@@ -86,6 +89,7 @@ class Runner:
             "rng": {
                 "agent": self.generator.get_state(),
                 "collect": self.collect_generator.get_state(),
+                "probe": self.probe.state_dict(),
                 "torch": torch.get_rng_state(),
                 "numpy": np.random.get_state(),
                 "python": random.getstate(),
@@ -118,6 +122,7 @@ class Runner:
         self.generator.set_state(rng["agent"])
         if "collect" in rng:
             self.collect_generator.set_state(rng["collect"])
+        self.probe.load_state_dict(rng.get("probe"))
         torch.set_rng_state(rng["torch"])
         np.random.set_state(rng["numpy"])
         random.setstate(rng["python"])
@@ -162,6 +167,12 @@ class Runner:
             # the end of the run and a preemption (SIGTERM, Ctrl-C) both leave last.pt at an iteration boundary
             path = self.checkpointer.save("last.pt", self.state_dict())
             summary = logger.summary({"last_checkpoint": path, "stopped_by": self.stop_requested})
+            if self.probe.enabled and self.cfg.diagnostics.plot:
+                from isaac_ppo.diagnostics.panel import write_panel
+
+                panel = write_panel(self.run_dir)
+                if panel:
+                    print(f"[{self.cfg.task.name}] diagnostics panel: {panel}")
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -209,7 +220,12 @@ class Runner:
             # with exactly the parameters the uninterrupted run would have collected it with
             self.behaviour = {name: value.clone() for name, value in self.model.state_dict().items()}
         torch.set_num_threads(int(self.cfg.torch_threads))
+        self.ppo.grad_observer = self.probe.arm(k)
         stats = self.ppo.update(buffer, plan, stale=staleness > 0)
+        self.ppo.grad_observer = None
+        t_probe = time.perf_counter()
+        diag = self.probe.measure(k, buffer)  # {} unless due; sees the normalisers the update used
+        probe_s = time.perf_counter() - t_probe
         self._absorb_batch_statistics(buffer)
         t2 = time.perf_counter()
         steps = plan.batch_size
@@ -230,7 +246,10 @@ class Runner:
             "fps_collect": steps / collect_s, "fps_update": steps / (t2 - t1), "fps": steps / (t2 - t0),
         }
         row.update(stats)
-        self.scheduler.observe(k, row, {})
+        if diag:
+            row["diagnostics"] = diag
+            row["diagnostics_s"] = round(probe_s, 4)  # the measurement's own cost (inside update_s)
+        self.scheduler.observe(k, row, diag)
         events = self.scheduler.take_events()
         if events:
             row["scheduler_events"] = events

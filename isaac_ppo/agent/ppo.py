@@ -10,7 +10,7 @@ Follows rl-games' continuous PPO as IsaacGymEnvs configures it, with these choic
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import torch
 
@@ -36,6 +36,9 @@ class PPO:
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.lr, eps=1e-8)
         self.amp = bool(cfg["mixed_precision"]) and device.type == "cuda"
         self.scaler = torch.cuda.amp.GradScaler(enabled=self.amp) if device.type == "cuda" else None
+        # called with the model at every optimizer step, gradients unscaled and not yet clipped (diagnostics
+        # read them; nothing is changed)
+        self.grad_observer: Optional[Callable[[ActorCritic], None]] = None
 
     def set_lr(self, lr: float) -> None:
         self.lr = lr
@@ -131,6 +134,8 @@ class PPO:
             self.scaler.unscale_(self.optimizer)
         else:
             loss.backward()
+        if self.grad_observer is not None:
+            self.grad_observer(self.model)
         if self.cfg["truncate_grads"]:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(self.cfg["grad_norm"]))
         if self.amp:

@@ -1,0 +1,1 @@
+"""Learning-dynamics diagnostics (feature rank, dormant units, weight norm, gradient kurtosis, ESS, coverage)."""

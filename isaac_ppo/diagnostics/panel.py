@@ -1,0 +1,49 @@
+"""diagnostics.png at the end of a run: each diagnostic against env steps, beside the return curve."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Dict, List, Optional, Tuple
+
+# the panels, in order: what the seed paper plots first
+PREFERRED = ("feature_rank", "feature_rank_critic", "dormant_fraction", "ess", "weight_norm_actor",
+             "weight_norm_critic", "grad_kurtosis_actor", "grad_kurtosis_critic", "policy_variance", "mu_variance")
+
+
+def write_panel(run_dir: str, max_panels: int = 12) -> Optional[str]:
+    """Plot the run's metrics.jsonl to run_dir/diagnostics.png; None when nothing was measured."""
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    series: Dict[str, List[Tuple[int, float]]] = {}
+    for row in rows:
+        for key, value in row.get("diagnostics", {}).items():
+            if value is not None and math.isfinite(value):
+                series.setdefault(key, []).append((row["env_steps"], value))
+    if not series:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in PREFERRED if k in series] + sorted(k for k in series if k not in PREFERRED)
+    keys = keys[: max_panels - 1]
+    columns = 4
+    lines = math.ceil((len(keys) + 1) / columns)
+    figure, axes = plt.subplots(lines, columns, figsize=(4 * columns, 2.8 * lines), squeeze=False)
+    returns = [(r["env_steps"], r["mean_return"]) for r in rows if r.get("mean_return") is not None]
+    panels = [("mean return", returns)] + [(key, series[key]) for key in keys]
+    for ax, (title, points) in zip(axes.flat, panels):
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.2)
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("env steps", fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    figure.tight_layout()
+    path = os.path.join(run_dir, "diagnostics.png")
+    figure.savefig(path + ".tmp.png", dpi=90)
+    plt.close(figure)
+    os.replace(path + ".tmp.png", path)
+    return path

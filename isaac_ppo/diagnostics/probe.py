@@ -1,0 +1,171 @@
+"""The probe: when and on what the diagnostics are measured, and the hooks that borrow what they need.
+
+Every `diagnostics.interval` iterations (k % interval == 0) it samples `diagnostics.samples` states of the
+batch just learned from, on its own random generator (the training streams are never drawn from, so a run
+with diagnostics ends with the parameters of a run without them), and measures after the update, before the
+normalisers absorb the batch (so it sees the normalisers the update used):
+- activations of every hidden layer of the actor and of the critic (a shared trunk is measured once, as
+  "trunk"), through forward hooks on the activation modules, in one extra forward pass over the sample;
+- feature rank of the last hidden layer, dormant units (pooled over hidden layers), weight norms, policy
+  variance, and the normalised ESS of pi_new / pi_behaviour on the sampled (state, action) pairs after the
+  epochs;
+- gradient kurtosis of the update's first optimizer step (PPO hands the gradients over just before
+  optimizer.step(); reading them changes nothing).
+The values go to that iteration's metrics.jsonl line and TensorBoard (diagnostics/<key>) and to the scheduler.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Mapping, Optional
+
+import torch
+from torch import nn
+
+from isaac_ppo.agent.model import ACTIVATIONS, ActorCritic, gaussian_log_prob
+from isaac_ppo.diagnostics import metrics
+from isaac_ppo.errors import UserError
+
+# the probe's sampling stream, apart from the learner's and the collector's
+PROBE_SEED_OFFSET = 2_000_003
+
+
+class Probe:
+    def __init__(self, cfg: Mapping[str, Any], model: ActorCritic, seed: int):
+        self.enabled = bool(cfg["enabled"])
+        self.interval = int(cfg["interval"])
+        self.samples = int(cfg["samples"])
+        self.delta = float(cfg["delta"])
+        self.tau = float(cfg["tau"])
+        self.coverage = bool(cfg["coverage"])
+        self.grid = int(cfg["grid"])
+        self.variants = bool(cfg["variants"])
+        self.model = model
+        self.generator = torch.Generator().manual_seed(int(seed) + PROBE_SEED_OFFSET)
+        self._gradients: Dict[str, float] = {}
+        self._armed = False
+
+    def due(self, k: int) -> bool:
+        return self.enabled and k % self.interval == 0
+
+    # ---------------------------------------------------------------------------------------------- gradients
+
+    def arm(self, k: int) -> Optional[Any]:
+        """Before iteration k's update: the callback PPO calls at each optimizer step (None when not due)."""
+        self._gradients = {}
+        self._armed = self.due(k)
+        return self.on_gradients if self._armed else None
+
+    @torch.no_grad()
+    def on_gradients(self, model: ActorCritic) -> None:
+        """The first optimizer step's gradients (unscaled under AMP): log-gradient kurtosis per network."""
+        if not self._armed:
+            return
+        self._armed = False
+        for name, params in _groups(model).items():
+            grads = [p.grad.detach().reshape(-1).float().cpu() for p in params if p.grad is not None]
+            if grads:
+                self._gradients[f"grad_kurtosis_{name}"] = metrics.grad_kurtosis(grads)
+
+    # ---------------------------------------------------------------------------------------------- measure
+
+    @torch.no_grad()
+    def measure(self, k: int, buffer: Any) -> Dict[str, float]:
+        """The diagnostics of iteration k on a sample of its batch; {} when not due."""
+        if not self.due(k):
+            return {}
+        model = self.model
+        batch = buffer.flat()
+        total = batch["obs"].shape[0]
+        ids = torch.randperm(total, generator=self.generator)[: min(self.samples, total)].to(batch["obs"].device)
+        obs, actions = batch["obs"][ids], batch["actions"][ids]
+        activations = _capture(model, obs)
+        mu, log_std, _ = model(obs)
+        out: Dict[str, float] = dict(self._gradients)
+        for network, layers in activations.items():
+            suffix = "" if network in ("actor", "trunk") else f"_{network}"
+            ranks = metrics.feature_rank(layers[-1], self.delta)
+            out["feature_rank" + suffix] = ranks["rank"]
+            out["feature_rank_fraction" + suffix] = ranks["rank_fraction"]
+            if self.variants:
+                out["srank" + suffix] = ranks["srank"]
+                out["effective_rank" + suffix] = ranks["effective_rank"]
+            if self.coverage:
+                out["coverage" + suffix] = metrics.coverage(layers[-1], self.grid)
+        named = {f"{network}.{i}": h for network, layers in activations.items() for i, h in enumerate(layers)}
+        dormant = metrics.dormant_fraction(named, self.tau)
+        out["dormant_fraction"] = dormant["pooled"]
+        out["low_std_fraction"] = dormant["low_std_pooled"]
+        if self.variants:
+            out.update({f"dormant_{name}": dormant[name] for name in named})
+        for name, module in _networks(model).items():
+            norms = metrics.weight_norm(module)
+            out[f"weight_norm_{name}"] = norms["global"]
+            if self.variants:
+                out.update({f"weight_norm_{name}.{key}": value for key, value in norms.items() if key != "global"})
+        log_ratio = gaussian_log_prob(actions, mu, log_std).double() - batch["log_probs"][ids].double()
+        out["ess"] = metrics.effective_sample_size(log_ratio)
+        variance = metrics.policy_variance(mu, log_std[0].exp())
+        out["policy_variance"] = variance["policy_variance"]
+        out["mu_variance"] = variance["mu_variance"]
+        return {key: float(value) for key, value in out.items() if not (isinstance(value, float) and math.isnan(value))}
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: Optional[Mapping[str, Any]]) -> None:
+        if state:
+            self.generator.set_state(state["generator"])
+
+
+def check_config(cfg: Mapping[str, Any], hidden: List[int]) -> None:
+    """Refuse diagnostics settings that cannot measure, naming the key (run at start)."""
+    if int(cfg["interval"]) < 1:
+        raise UserError(f"diagnostics.interval={cfg['interval']} must be at least 1")
+    if not 0.0 < float(cfg["delta"]) < 1.0:
+        raise UserError(f"diagnostics.delta={cfg['delta']} must be in (0, 1)")
+    if not 0.0 <= float(cfg["tau"]) < 1.0:
+        raise UserError(f"diagnostics.tau={cfg['tau']} must be in [0, 1)")
+    if int(cfg["grid"]) < 1:
+        raise UserError(f"diagnostics.grid={cfg['grid']} must be at least 1")
+    if cfg["enabled"] and int(cfg["samples"]) < max(hidden):
+        raise UserError(
+            f"diagnostics.samples={cfg['samples']} is below the widest hidden layer ({max(hidden)} units): "
+            f"feature rank needs at least as many samples as units"
+        )
+
+
+def _capture(model: ActorCritic, obs: torch.Tensor) -> Dict[str, List[torch.Tensor]]:
+    """Post-activation outputs of every hidden layer, per network, from one forward pass over obs."""
+    bodies = {"trunk": model.actor_body} if model.critic_body is None else {
+        "actor": model.actor_body, "critic": model.critic_body}
+    captured: Dict[str, List[torch.Tensor]] = {name: [] for name in bodies}
+    handles = []
+    activation_types = tuple(ACTIVATIONS.values())
+    for name, body in bodies.items():
+        for layer in body:
+            if isinstance(layer, activation_types):
+                handles.append(layer.register_forward_hook(
+                    lambda module, inputs, output, name=name: captured[name].append(output.detach().float())))
+    try:
+        x = model.normalize_obs(obs)
+        for body in bodies.values():
+            body(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return captured
+
+
+def _networks(model: ActorCritic) -> Dict[str, nn.Module]:
+    """Actor and critic as modules for weight norms (a shared trunk belongs to both)."""
+    critic_body = model.critic_body if model.critic_body is not None else model.actor_body
+    return {
+        "actor": nn.ModuleDict({"body": model.actor_body, "mu": model.mu}),
+        "critic": nn.ModuleDict({"body": critic_body, "value": model.value}),
+    }
+
+
+def _groups(model: ActorCritic) -> Dict[str, List[nn.Parameter]]:
+    """Parameter groups for gradient kurtosis: actor (body, mean head, log-std) and critic (body, value head)."""
+    return {name: list(module.parameters()) + ([model.log_std] if name == "actor" else [])
+            for name, module in _networks(model).items()}

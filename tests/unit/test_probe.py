@@ -1,0 +1,116 @@
+"""The diagnostics probe on shared and separate networks: hooks, what it measures, when, and that it only
+reads (no parameter, gradient or training random stream is touched)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
+from isaac_ppo.agent.ppo import PPO
+from isaac_ppo.agent.rollout import RolloutBuffer
+from isaac_ppo.diagnostics.probe import Probe, _capture, check_config
+from isaac_ppo.errors import UserError
+from isaac_ppo.scheduler import Plan
+
+NUM_OBS, NUM_ACTIONS, T, N = 6, 2, 8, 32
+CFG = {"enabled": True, "interval": 3, "samples": 128, "delta": 0.01, "tau": 0.025, "grid": 10,
+       "coverage": True, "variants": True, "plot": False}
+PPO_CFG = {"learning_rate": 3e-4, "lr_schedule": "constant", "kl_threshold": 0.008, "clip": 0.2,
+           "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 0.0001,
+           "truncate_grads": True, "grad_norm": 1.0, "normalize_advantage": True, "mixed_precision": False,
+           "stale_clip": "behaviour"}
+
+
+def _model(separate):
+    torch.manual_seed(0)
+    return ActorCritic(NUM_OBS, NUM_ACTIONS, [16, 8], separate=separate)
+
+
+def _buffer(model):
+    g = torch.Generator().manual_seed(1)
+    buf = RolloutBuffer(T, N, NUM_OBS, NUM_ACTIONS, torch.device("cpu"))
+    buf.obs.copy_(torch.randn(T, N, NUM_OBS, generator=g))
+    buf.actions.copy_(torch.randn(T, N, NUM_ACTIONS, generator=g))
+    with torch.no_grad():
+        mu, log_std, _ = model(buf.obs)
+        buf.mu.copy_(mu)
+        buf.log_std.copy_(model.log_std)
+        buf.log_probs.copy_(gaussian_log_prob(buf.actions, mu, log_std))
+    buf.values.copy_(torch.randn(T, N, generator=g))
+    buf.returns.copy_(torch.randn(T, N, generator=g))
+    buf.advantages.copy_(torch.randn(T, N, generator=g))
+    return buf
+
+
+@pytest.mark.parametrize("separate,networks", [(False, ["trunk"]), (True, ["actor", "critic"])])
+def test_hooks_capture_every_hidden_layer_and_are_removed(separate, networks):
+    model = _model(separate)
+    obs = torch.randn(50, NUM_OBS)
+    captured = _capture(model, obs)
+    assert list(captured) == networks
+    for layers in captured.values():
+        assert [tuple(h.shape) for h in layers] == [(50, 16), (50, 8)]
+        assert all((h >= -1.0).all() for h in layers)  # ELU outputs
+    body = model.actor_body
+    expected = body[1](body[0](model.normalize_obs(obs)))
+    torch.testing.assert_close(captured[networks[0]][0], expected)
+    assert all(not m._forward_hooks for m in model.modules())
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_measure_reports_the_papers_metrics(separate):
+    model = _model(separate)
+    probe = Probe(CFG, model, seed=0)
+    diag = probe.measure(0, _buffer(model))
+    for key in ("feature_rank", "feature_rank_fraction", "dormant_fraction", "low_std_fraction", "ess",
+                "policy_variance", "mu_variance", "weight_norm_actor", "weight_norm_critic", "coverage", "srank",
+                "effective_rank"):
+        assert key in diag, key
+    assert ("feature_rank_critic" in diag) == separate
+    assert 1 <= diag["feature_rank"] <= 8 and 0 < diag["feature_rank_fraction"] <= 1
+    assert diag["ess"] == pytest.approx(1.0)  # the model is the behaviour policy: all weights equal
+    assert 0 < diag["coverage"] <= 1 and 0 <= diag["dormant_fraction"] <= 1
+    assert diag["policy_variance"] == pytest.approx(diag["mu_variance"] / 2)  # sigma is state-independent
+
+
+def test_probe_is_due_every_interval_and_samples_its_own_stream():
+    model = _model(False)
+    probe = Probe(CFG, model, seed=0)
+    assert [k for k in range(10) if probe.due(k)] == [0, 3, 6, 9]
+    assert probe.measure(1, _buffer(model)) == {}
+    state = torch.get_rng_state()
+    probe.measure(3, _buffer(model))
+    assert torch.equal(state, torch.get_rng_state())  # the global stream was not drawn from
+    assert not Probe(dict(CFG, enabled=False), model, seed=0).due(0)
+
+
+def test_gradient_kurtosis_is_read_at_the_first_step_and_training_is_unchanged():
+    plain, probed = _model(True), _model(True)
+    buf = _buffer(plain)
+    probe = Probe(CFG, probed, seed=0)
+    ppo_plain = PPO(plain, PPO_CFG, torch.device("cpu"), torch.Generator().manual_seed(5))
+    ppo_probed = PPO(probed, PPO_CFG, torch.device("cpu"), torch.Generator().manual_seed(5))
+    ppo_plain.update(buf, Plan(N, T, 2, 64))
+    ppo_probed.grad_observer = probe.arm(0)
+    ppo_probed.update(copy.deepcopy(buf), Plan(N, T, 2, 64))
+    for a, b in zip(plain.parameters(), probed.parameters()):
+        assert torch.equal(a, b)
+    diag = probe.measure(0, buf)
+    assert set(k for k in diag if k.startswith("grad_kurtosis")) == {"grad_kurtosis_actor", "grad_kurtosis_critic"}
+    assert diag["grad_kurtosis_actor"] > 1.0
+    assert probe.arm(1) is None  # not due: no observer
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("tau", 1.5, r"diagnostics.tau=1.5 must be in \[0, 1\)"),
+    ("tau", -0.1, r"diagnostics.tau=-0.1"),
+    ("delta", 0.0, r"diagnostics.delta=0.0 must be in \(0, 1\)"),
+    ("interval", 0, r"diagnostics.interval=0 must be at least 1"),
+    ("samples", 10, r"diagnostics.samples=10 is below the widest hidden layer \(16 units\)"),
+    ("grid", 0, r"diagnostics.grid=0"),
+])
+def test_config_refusals(key, value, message):
+    with pytest.raises(UserError, match=message):
+        check_config(dict(CFG, **{key: value}), [16, 8])
