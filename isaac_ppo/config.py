@@ -59,6 +59,7 @@ class DiagnosticsSchema:
     tau: float = 0.025
     grid: int = 20
     coverage: bool = False
+    coverage_method: str = "pca"
     variants: bool = False
     plot: bool = True
 
@@ -88,6 +89,7 @@ CHOICES = {
     "sim": ("auto", "mujoco", "isaacgym"),
     "agent.lr_schedule": ("adaptive", "linear", "constant"),
     "agent.stale_clip": ("behaviour", "proximal"),
+    "diagnostics.coverage_method": ("pca", "umap"),
     "agent.network.activation": ("elu", "relu", "tanh", "selu"),
 }
 POSITIVE = ("agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",

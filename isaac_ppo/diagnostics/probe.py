@@ -38,6 +38,7 @@ class Probe:
         self.tau = float(cfg["tau"])
         self.coverage = bool(cfg["coverage"])
         self.grid = int(cfg["grid"])
+        self.coverage_method = str(cfg["coverage_method"])
         self.variants = bool(cfg["variants"])
         self.model = model
         self.generator = torch.Generator().manual_seed(int(seed) + PROBE_SEED_OFFSET)
@@ -90,7 +91,8 @@ class Probe:
                 out["srank" + suffix] = ranks["srank"]
                 out["effective_rank" + suffix] = ranks["effective_rank"]
             if self.coverage:
-                out["coverage" + suffix] = metrics.coverage(layers[-1], self.grid)
+                out["coverage" + suffix] = metrics.coverage(layers[-1], self.grid, self.generator,
+                                                            self.coverage_method)
         named = {f"{network}.{i}": h for network, layers in activations.items() for i, h in enumerate(layers)}
         dormant = metrics.dormant_fraction(named, self.tau)
         out["dormant_fraction"] = dormant["pooled"]
@@ -125,6 +127,11 @@ def check_config(cfg: Mapping[str, Any], hidden: List[int]) -> None:
         raise UserError(f"diagnostics.delta={cfg['delta']} must be in (0, 1)")
     if not 0.0 <= float(cfg["tau"]) < 1.0:
         raise UserError(f"diagnostics.tau={cfg['tau']} must be in [0, 1)")
+    if cfg["coverage_method"] == "umap" and cfg["coverage"] and cfg["enabled"]:
+        try:
+            import umap  # noqa: F401
+        except ImportError:
+            raise UserError("diagnostics.coverage_method=umap needs umap-learn: pip install 'isaac-ppo[umap]'") from None
     if int(cfg["grid"]) < 1:
         raise UserError(f"diagnostics.grid={cfg['grid']} must be at least 1")
     if cfg["enabled"] and int(cfg["samples"]) < max(hidden):

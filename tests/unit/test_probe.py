@@ -3,6 +3,7 @@ reads (no parameter, gradient or training random stream is touched)."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from isaac_ppo.scheduler import Plan
 
 NUM_OBS, NUM_ACTIONS, T, N = 6, 2, 8, 32
 CFG = {"enabled": True, "interval": 3, "samples": 128, "delta": 0.01, "tau": 0.025, "grid": 10,
-       "coverage": True, "variants": True, "plot": False}
+       "coverage": True, "coverage_method": "pca", "variants": True, "plot": False}
 PPO_CFG = {"learning_rate": 3e-4, "lr_schedule": "constant", "kl_threshold": 0.008, "clip": 0.2,
            "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 0.0001,
            "truncate_grads": True, "grad_norm": 1.0, "normalize_advantage": True, "mixed_precision": False,
@@ -114,3 +115,9 @@ def test_gradient_kurtosis_is_read_at_the_first_step_and_training_is_unchanged()
 def test_config_refusals(key, value, message):
     with pytest.raises(UserError, match=message):
         check_config(dict(CFG, **{key: value}), [16, 8])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("umap") is not None, reason="umap-learn is installed here")
+def test_umap_coverage_without_umap_learn_is_refused():
+    with pytest.raises(UserError, match=r"diagnostics.coverage_method=umap needs umap-learn"):
+        check_config(dict(CFG, coverage_method="umap"), [16, 8])
