@@ -7,11 +7,12 @@ import math
 import pytest
 import torch
 
-from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
+from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import LR_MAX, LR_MIN, PPO, NonFiniteLoss
-from isaac_ppo.agent.rollout import RolloutBuffer
 from isaac_ppo.errors import UserError
 from isaac_ppo.scheduler.plan import Plan
+
+from helpers import synthetic_buffer
 
 NUM_OBS, NUM_ACTIONS, T, N = 5, 3, 8, 16
 STATS_KEYS = {"actor_loss", "critic_loss", "entropy", "bounds_loss", "kl", "clip_fraction", "lr", "minibatches"}
@@ -76,19 +77,7 @@ def _model(seed=0, separate=False):
 
 
 def _buffer(model, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    buf = RolloutBuffer(T, N, NUM_OBS, NUM_ACTIONS, torch.device("cpu"))
-    buf.obs.copy_(torch.randn(T, N, NUM_OBS, generator=g))
-    buf.actions.copy_(torch.randn(T, N, NUM_ACTIONS, generator=g))
-    with torch.no_grad():
-        mu, log_std, _ = model(buf.obs)
-        buf.mu.copy_(mu)
-        buf.log_std.copy_(model.log_std)
-        buf.log_probs.copy_(gaussian_log_prob(buf.actions, mu, log_std))
-    buf.values.copy_(torch.randn(T, N, generator=g))
-    buf.returns.copy_(torch.randn(T, N, generator=g))
-    buf.advantages.copy_(torch.randn(T, N, generator=g))
-    return buf
+    return synthetic_buffer(model, T, N, seed)
 
 
 def _params(model):

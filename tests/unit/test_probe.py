@@ -8,12 +8,13 @@ import importlib.util
 import pytest
 import torch
 
-from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
+from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
-from isaac_ppo.agent.rollout import RolloutBuffer
 from isaac_ppo.diagnostics.probe import Probe, _capture, check_config
 from isaac_ppo.errors import UserError
 from isaac_ppo.scheduler import Plan
+
+from helpers import synthetic_buffer
 
 NUM_OBS, NUM_ACTIONS, T, N = 6, 2, 8, 32
 CFG = {"enabled": True, "interval": 3, "samples": 128, "delta": 0.01, "tau": 0.025, "grid": 10,
@@ -30,19 +31,7 @@ def _model(separate):
 
 
 def _buffer(model):
-    g = torch.Generator().manual_seed(1)
-    buf = RolloutBuffer(T, N, NUM_OBS, NUM_ACTIONS, torch.device("cpu"))
-    buf.obs.copy_(torch.randn(T, N, NUM_OBS, generator=g))
-    buf.actions.copy_(torch.randn(T, N, NUM_ACTIONS, generator=g))
-    with torch.no_grad():
-        mu, log_std, _ = model(buf.obs)
-        buf.mu.copy_(mu)
-        buf.log_std.copy_(model.log_std)
-        buf.log_probs.copy_(gaussian_log_prob(buf.actions, mu, log_std))
-    buf.values.copy_(torch.randn(T, N, generator=g))
-    buf.returns.copy_(torch.randn(T, N, generator=g))
-    buf.advantages.copy_(torch.randn(T, N, generator=g))
-    return buf
+    return synthetic_buffer(model, T, N)
 
 
 @pytest.mark.parametrize("separate,networks", [(False, ["trunk"]), (True, ["actor", "critic"])])

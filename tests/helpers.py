@@ -1,0 +1,27 @@
+"""Helpers shared by tests (on sys.path through pytest's `pythonpath`)."""
+from __future__ import annotations
+
+import torch
+
+from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
+from isaac_ppo.agent.rollout import RolloutBuffer
+
+
+def synthetic_buffer(model: ActorCritic, rollout_length: int, num_envs: int, seed: int = 1) -> RolloutBuffer:
+    """A batch of random observations and actions whose behaviour policy is `model` (its means, log-std and
+    log-probs), with random values, returns and advantages."""
+    num_obs, num_actions = model.actor_body[0].in_features, model.mu.out_features
+    g = torch.Generator().manual_seed(seed)
+    buf = RolloutBuffer(rollout_length, num_envs, num_obs, num_actions, torch.device("cpu"))
+    shape = (rollout_length, num_envs)
+    buf.obs.copy_(torch.randn(*shape, num_obs, generator=g))
+    buf.actions.copy_(torch.randn(*shape, num_actions, generator=g))
+    with torch.no_grad():
+        mu, log_std, _ = model(buf.obs)
+        buf.mu.copy_(mu)
+        buf.log_std.copy_(model.log_std)
+        buf.log_probs.copy_(gaussian_log_prob(buf.actions, mu, log_std))
+    buf.values.copy_(torch.randn(*shape, generator=g))
+    buf.returns.copy_(torch.randn(*shape, generator=g))
+    buf.advantages.copy_(torch.randn(*shape, generator=g))
+    return buf
