@@ -39,7 +39,8 @@ def main(out: str, run_dirs: list) -> None:
     print(f"mean: final {mean[-1]:.1f}, best {max(y for y in mean if y == y):.1f}")
     summary = os.path.join(run_dirs[0], "metrics.json")
     task = json.load(open(summary)).get("task", "") if os.path.isfile(summary) else ""
-    ax.set_xlabel("iteration (4096 envs x 16 steps)" if runs[0][0]["num_envs"] == 4096 else "iteration")
+    first = runs[0][0]
+    ax.set_xlabel(f"iteration ({first['num_envs']} envs x {first['rollout_length']} steps)")
     ax.set_ylabel("mean episode return")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
