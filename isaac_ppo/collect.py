@@ -41,10 +41,6 @@ class SyncCollector:
         self.buffers: List[Optional[RolloutBuffer]] = [None, None]  # two: one is learned from, one filled
         self.obs: Optional[torch.Tensor] = None  # the active envs' current observations
 
-    @property
-    def buffer(self) -> Optional[RolloutBuffer]:
-        return self.buffers[0]
-
     def reset(self) -> None:
         self.obs = self.env.reset()["obs"]
 

@@ -267,8 +267,7 @@ class Runner:
 
     def _take_batch(self, k: int, plan: Plan) -> Collected:
         """Iteration k's batch: collected ahead (concurrent) or now, with the live policy (sync)."""
-        if self.background is not None and self.background.running:
-            self.ready = self.background.wait()
+        self._settle()
         if self.ready is not None:
             batch, self.ready = self.ready, None
             if batch.plan != plan:
