@@ -22,7 +22,8 @@ def sweep_of(preset):
     finally:
         GlobalHydra.instance().clear()
     params = cfg.hydra.sweeper.params
-    axes = [[f"{key}={value}" for value in str(values).split(",")] for key, values in params.items()]
+    assert str(params.seed) == "0,1,2,3,4"  # the paper's five seeds; validity does not depend on them
+    axes = [[f"{key}={value}" for value in str(values).split(",")] for key, values in params.items() if key != "seed"]
     return [list(run) for run in itertools.product(*axes)]
 
 
@@ -32,23 +33,37 @@ def test_the_paper_comparisons_are_all_there():
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_every_run_of_the_sweep_is_a_valid_config(preset):
+@pytest.mark.parametrize("task, budget", [("Ant", 500 * 4096 * 16), ("Humanoid", 1000 * 4096 * 32)])
+def test_every_run_of_the_sweep_is_a_valid_config_at_the_tasks_budget(preset, task, budget):
     runs = sweep_of(preset)
     assert len(runs) >= 2
     for run in runs:
-        cfg = compose_config(["task=Ant", f"preset={preset}", *run])  # validate() checks every plan
-        assert cfg.experiment == preset and cfg.max_env_steps == 32768000
+        cfg = compose_config([f"task={task}", f"preset={preset}", *run])  # validate() checks every plan
+        assert cfg.experiment == preset and cfg.max_env_steps == budget
 
 
 def test_fixed_batch_splits_hold_the_batch_and_vary_the_split():
     from isaac_ppo.scheduler import build_scheduler
 
-    splits = []
-    for run in sweep_of("fixed_batch_splits"):
-        plan = build_scheduler(compose_config(["task=Ant", "preset=fixed_batch_splits", *run])).plan(0, [])
-        assert plan.batch_size == 65536
-        splits.append((plan.num_envs, plan.rollout_length))
-    assert splits == [(256, 256), (512, 128), (1024, 64), (2048, 32), (4096, 16)]
+    for task, batch in (("Ant", 65536), ("Humanoid", 131072)):
+        splits = []
+        for run in sweep_of("fixed_batch_splits"):
+            plan = build_scheduler(compose_config([f"task={task}", "preset=fixed_batch_splits", *run])).plan(0, [])
+            assert plan.batch_size == batch
+            splits.append((plan.num_envs, plan.rollout_length))
+        assert splits == [(n, batch // n) for n in (256, 512, 1024, 2048, 4096)]
+
+
+def test_growing_by_envs_and_by_rollout_visit_the_same_batches():
+    from isaac_ppo.scheduler import build_scheduler
+
+    def plans(preset):
+        return [build_scheduler(compose_config(["task=Ant", f"preset={preset}", *run])).plan(0, [])
+                for run in sweep_of(preset)]
+
+    by_envs, by_rollout = plans("grow_batch_by_envs"), plans("grow_batch_by_rollout")
+    assert [p.batch_size for p in by_envs] == [p.batch_size for p in by_rollout] == [16384, 32768, 65536, 131072]
+    assert {p.rollout_length for p in by_envs} == {16} and {p.num_envs for p in by_rollout} == {1024}
 
 
 def test_the_run_name_override_still_works_beside_presets():
