@@ -25,11 +25,30 @@ def _first(*values: Any) -> Any:
     return values[-1]
 
 
+def _task_budget(*, _root_: Any) -> int:
+    """${task_budget:}: the task's default env-step budget, numEnvs x horizon x max_epochs (the presets hold
+    every run of a comparison to it)."""
+    return int(_root_.task.env.numEnvs) * int(_root_.agent.horizon) * int(_root_.agent.max_epochs)
+
+
+def _parallel_jobs(*, _root_: Any) -> int:
+    """${parallel_jobs:}: how many jobs the local_parallel launcher runs at once, each with its own threads."""
+    from omegaconf import OmegaConf
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    physics = int(OmegaConf.select(_root_, "task.mujoco.nthread", default=0) or 0) or cores
+    return max(1, cores // max(int(_root_.torch_threads), physics))
+
+
 def _register_resolvers() -> None:
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("first"):
         OmegaConf.register_new_resolver("first", _first)
+    if not OmegaConf.has_resolver("task_budget"):
+        OmegaConf.register_new_resolver("task_budget", _task_budget)
+    if not OmegaConf.has_resolver("parallel_jobs"):
+        OmegaConf.register_new_resolver("parallel_jobs", _parallel_jobs)
 
 
 def _fail(message: str) -> None:
@@ -147,6 +166,12 @@ def run(cfg: Any) -> Any:
         from isaac_ppo.io.checkpoint import newest_last
 
         resume_from = newest_last(cfg.runs_dir, cfg.experiment or cfg.task.name)
+    in_place = os.path.join(run_dir, "checkpoints", "last.pt")
+    if not resume_from and os.path.exists(in_place):
+        # a requeued SLURM job (or a pinned hydra.run.dir) starts where this directory's run stopped; starting
+        # over would overwrite its checkpoints
+        print(f"[{cfg.task.name}] {run_dir} already holds a run: resuming from {in_place}")
+        resume_from = in_place
     runner = Runner(cfg, env, run_dir, scheduler)
     if cfg.checkpoint and not resume_from:
         from isaac_ppo.io.checkpoint import load
