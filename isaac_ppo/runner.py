@@ -30,6 +30,10 @@ from isaac_ppo.io import checkpoint
 from isaac_ppo.io.logger import RunLogger
 from isaac_ppo.scheduler import Plan, Scheduler, build_scheduler, check_plans
 
+# SIGTERM and Ctrl-C stop a run at the end of its iteration with last.pt saved; so does SIGUSR2, the signal a
+# submitit (SLURM) job gets before its time limit or on preemption
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGUSR2") if hasattr(signal, name))
+
 # the collector's action noise is its own stream (it runs beside the learner's under concurrent collection)
 COLLECT_SEED_OFFSET = 1_000_003
 BUFFER_FIELDS = ("obs", "actions", "log_probs", "mu", "log_std", "values", "rewards", "dones")
@@ -156,7 +160,7 @@ class Runner:
                            max_env_steps=self.max_env_steps, start_env_steps=self.env_steps)
         if self.checkpointer.best_return is not None:
             logger.best_return = self.checkpointer.best_return
-        previous = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {sig: signal.signal(sig, self._request_stop) for sig in STOP_SIGNALS}
         try:
             while self.stop_requested is None:
                 row = self.step()
@@ -180,6 +184,7 @@ class Runner:
             logger.close()
         if self.stop_requested:
             print(f"stopped by {self.stop_requested} after iteration {self.iteration}; checkpoint {path}")
+            _hand_on_preemption(self.stop_requested, previous)
         return summary
 
     def _request_stop(self, signum: int, frame: Any) -> None:
@@ -411,3 +416,12 @@ class VideoRecorder:
     def close(self) -> None:
         self.writer.close()
         self.renderer.close()
+
+
+def _hand_on_preemption(stopped_by: str, previous: Mapping[int, Any]) -> None:
+    """After last.pt is saved, pass SIGUSR2 on to the handler that was there before the run: under submitit that
+    handler requeues the job (which resumes in place from last.pt) and exits."""
+    usr2 = getattr(signal, "SIGUSR2", None)
+    handler = previous.get(usr2) if usr2 is not None and stopped_by == "SIGUSR2" else None
+    if callable(handler):
+        handler(usr2, None)

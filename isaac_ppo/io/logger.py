@@ -30,8 +30,11 @@ class RunLogger:
         self.run_dir = run_dir
         self.task = task
         self.max_iterations = max_iterations
-        self.writer = SummaryWriter(log_dir=os.path.join(run_dir, "tb"))
-        self.jsonl = open(os.path.join(run_dir, "metrics.jsonl"), "a")
+        # resuming in the same directory (a requeued job): the rows and events after the checkpoint are redone
+        self.writer = SummaryWriter(log_dir=os.path.join(run_dir, "tb"), purge_step=start_env_steps or None)
+        jsonl = os.path.join(run_dir, "metrics.jsonl")
+        _drop_rows_from(jsonl, start_iteration)
+        self.jsonl = open(jsonl, "a")
         self.tty = sys.stdout.isatty()
         self.started = time.time()
         self.start_iteration = start_iteration
@@ -114,6 +117,21 @@ class RunLogger:
             sys.stdout.write("\n")
         self.writer.close()
         self.jsonl.close()
+
+
+def _drop_rows_from(path: str, iteration: int) -> None:
+    """Keep the rows of iterations before `iteration` (atomically): a run stopped without warning after its last
+    checkpoint logged iterations that the resumed run logs again."""
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        lines = f.readlines()
+    kept = [line for line in lines if line.strip() and json.loads(line).get("iteration", -1) < iteration]
+    if len(kept) == len(lines):
+        return
+    with open(path + ".tmp", "w") as f:
+        f.writelines(kept)
+    os.replace(path + ".tmp", path)
 
 
 def _plain(value: Any) -> Any:
