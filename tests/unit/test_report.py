@@ -1,0 +1,343 @@
+"""isaac-ppo-report on synthetic run folders: the statistics against hand-computed answers, grouping and run
+status, the files written, and the one-line errors."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import pytest
+
+from isaac_ppo.errors import UserError
+from isaac_ppo.report import (
+    common_grid,
+    gather,
+    iqm,
+    main,
+    parse_overrides,
+    stratified_bootstrap_ci,
+    stratified_resample_indices,
+)
+
+STEPS = 1000  # env steps per synthetic iteration
+
+
+def make_run(folder: str, overrides: Sequence[str], returns: Sequence[Optional[float]], task: str = "Cartpole",
+             seed: int = 0, ending: Optional[str] = "complete", diagnostics_every: int = 0,
+             wall_per_iteration: float = 2.0) -> str:
+    """A run folder as isaac-ppo-train writes it. ending: 'complete', a signal name ('SIGTERM') for a stopped
+    run, or None for one without metrics.json (crashed or still running)."""
+    os.makedirs(os.path.join(folder, ".hydra"), exist_ok=True)
+    with open(os.path.join(folder, ".hydra", "overrides.yaml"), "w") as f:
+        f.writelines(f"- {item}\n" for item in overrides)
+    with open(os.path.join(folder, "config.yaml"), "w") as f:
+        f.write(f"task:\n  name: {task}\nseed: {seed}\n")
+    rows = []
+    for i, value in enumerate(returns):
+        row: Dict[str, object] = {"iteration": i, "env_steps": (i + 1) * STEPS, "wall_s": (i + 1) * wall_per_iteration,
+                                  "mean_return": value, "num_envs": 128, "fps": 500.0, "mode": "sync"}
+        if diagnostics_every and i % diagnostics_every == 0:
+            row["diagnostics"] = {"feature_rank": 10.0 + seed + i, "dormant_fraction": 0.01 * i}
+        rows.append(row)
+    with open(os.path.join(folder, "metrics.jsonl"), "w") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+    if ending is not None:
+        summary = {"task": task, "iterations": len(rows), "env_steps": len(rows) * STEPS,
+                   "wall_s": len(rows) * wall_per_iteration, "final_mean_return": returns[-1] if returns else None,
+                   "best_mean_return": None, "mean_fps": 500.0, "last_checkpoint": "",
+                   "stopped_by": None if ending == "complete" else ending}
+        with open(os.path.join(folder, "metrics.json"), "w") as f:
+            json.dump(summary, f)
+    return folder
+
+
+def curve(final: float, length: int = 6) -> List[Optional[float]]:
+    """A learning curve ending at `final`, null for the first iteration (no episode finished yet)."""
+    return [None] + [final * (i + 1) / (length - 1) for i in range(length - 1)]
+
+
+def overrides(num_envs: int, seed: int) -> List[str]:
+    return ["task=Cartpole", "sim=mujoco", f"seed={seed}", "scheduler=budget", f"scheduler.num_envs={num_envs}"]
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    """A multirun: num_envs 1024 x seeds 0-3 (all complete), num_envs 128 x seeds 0-3 (two complete, one
+    stopped by SIGTERM, one without metrics.json), with diagnostics every other iteration."""
+    root = tmp_path / "multirun"
+    finals = {1024: [1.0, 2.0, 3.0, 100.0], 128: [10.0, 20.0, 30.0, 40.0]}
+    endings = {1024: ["complete"] * 4, 128: ["complete", "complete", "SIGTERM", None]}
+    job = 0
+    for num_envs in (1024, 128):
+        for seed in range(4):
+            make_run(str(root / str(job)), overrides(num_envs, seed), curve(finals[num_envs][seed]), seed=seed,
+                     ending=endings[num_envs][seed], diagnostics_every=2)
+            job += 1
+    (root / "multirun.yaml").write_text("hydra: {}\n")
+    return root
+
+
+def run_main(argv: Sequence[str], capsys) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def read_csv(path) -> List[Dict[str, str]]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+# ------------------------------------------------------------------------------------------ IQM
+
+
+@pytest.mark.parametrize("values, expected", [
+    ([1.0, 2.0, 10.0], 13.0 / 3.0),  # n=3: int(0.75) = 0 cut, the plain mean
+    ([100.0, 1.0, 3.0, 2.0], 2.5),  # n=4: the middle two
+    ([5.0, 1.0, 4.0, 2.0, 100.0], 11.0 / 3.0),  # n=5: the middle three of 1 2 4 5 100
+    ([1000.0, 1.0, 6.0, 2.0, -100.0, 3.0, 5.0, 4.0], 3.5),  # n=8: two cut from each end -> 2 3 4 5
+])
+def test_iqm_known_values(values, expected):
+    assert iqm(values) == pytest.approx(expected)
+
+
+def test_iqm_matches_sorted_trim_reference():
+    rng = np.random.default_rng(3)
+    for n in range(1, 30):
+        x = rng.standard_cauchy(n)
+        cut = n // 4
+        reference = sum(sorted(x)[cut:n - cut]) / (n - 2 * cut)
+        assert iqm(x) == pytest.approx(reference)
+
+
+def test_iqm_vectorised_over_points():
+    x = np.random.default_rng(0).normal(size=(7, 5))
+    np.testing.assert_allclose(iqm(x), [iqm(x[:, j]) for j in range(5)])
+
+
+# ------------------------------------------------------------------------------------------ bootstrap
+
+
+def test_bootstrap_ci_contains_iqm_and_is_deterministic():
+    x = np.random.default_rng(1).normal(10.0, 2.0, size=12)
+    low, high = stratified_bootstrap_ci(x, ["a"] * 12, reps=2000, seed=0)
+    assert low < iqm(x) < high
+    assert (low, high) == stratified_bootstrap_ci(x, ["a"] * 12, reps=2000, seed=0)
+    assert (low, high) != stratified_bootstrap_ci(x, ["a"] * 12, reps=2000, seed=1)
+
+
+def test_bootstrap_ci_degenerate_for_identical_values_and_one_run():
+    assert stratified_bootstrap_ci([4.5] * 6, ["a"] * 6, reps=500, seed=0) == (4.5, 4.5)
+    assert stratified_bootstrap_ci([7.0], ["a"], reps=500, seed=0) == (7.0, 7.0)
+
+
+def test_bootstrap_ci_narrows_with_more_runs():
+    rng = np.random.default_rng(2)
+    few, many = rng.normal(size=5), rng.normal(size=200)
+    few_low, few_high = stratified_bootstrap_ci(few, ["a"] * 5, reps=2000, seed=0)
+    many_low, many_high = stratified_bootstrap_ci(many, ["a"] * 200, reps=2000, seed=0)
+    assert many_high - many_low < 0.5 * (few_high - few_low)
+
+
+def test_bootstrap_ci_vectorised_matches_each_point():
+    x = np.random.default_rng(4).normal(size=(9, 4))
+    strata = ["a"] * 5 + ["b"] * 4
+    low, high = stratified_bootstrap_ci(x, strata, reps=300, seed=5)
+    for j in range(4):
+        assert (low[j], high[j]) == pytest.approx(stratified_bootstrap_ci(x[:, j], strata, reps=300, seed=5))
+
+
+def test_stratified_resampling_keeps_each_stratum_count():
+    strata = ["Ant"] * 3 + ["Humanoid"] * 5 + ["Cartpole"] * 2
+    indices = stratified_resample_indices(strata, reps=400, rng=np.random.default_rng(0))
+    assert indices.shape == (400, 10)
+    labels = np.asarray(strata)[indices]
+    for task, count in (("Ant", 3), ("Humanoid", 5), ("Cartpole", 2)):
+        assert ((labels == task).sum(axis=1) == count).all()
+
+
+def test_stratified_ci_of_two_far_apart_strata():
+    # every stratified resample holds four 0s and four 100s, whose IQM is 50: a pooled (unstratified)
+    # resample would draw uneven mixes and spread the interval
+    values = [0.0] * 4 + [100.0] * 4
+    assert stratified_bootstrap_ci(values, ["A"] * 4 + ["B"] * 4, reps=1000, seed=0) == (50.0, 50.0)
+    low, high = stratified_bootstrap_ci(values, ["A"] * 8, reps=1000, seed=0)
+    assert low < 50.0 < high
+
+
+# ------------------------------------------------------------------------------------------ gathering
+
+
+def test_parse_overrides_strips_prefixes():
+    parsed = parse_overrides(["task=Ant", "+max_env_steps=100", "++seed=3", "~agent.network", "a.b=x=y"])
+    assert parsed == {"task": "Ant", "max_env_steps": "100", "seed": "3", "agent.network": "~", "a.b": "x=y"}
+
+
+def test_groups_by_swept_key_with_seeds_pooled(sweep):
+    report = gather([str(sweep)], reps=500)
+    assert report.swept == ["scheduler.num_envs"]
+    assert report.common == {"task": "Cartpole", "sim": "mujoco", "scheduler": "budget"}
+    assert [g.values["scheduler.num_envs"] for g in report.groups] == ["128", "1024"]  # numerically
+    small, large = report.groups
+    assert len(large.runs) == 4 and len(large.used) == 4
+    assert large.iqm == pytest.approx(2.5)  # the middle two of 1 2 3 100
+    assert small.iqm == pytest.approx(15.0)  # 10 and 20: the stopped and the unfinished run stay out
+    assert small.ci == (10.0, 20.0)  # resampled means of two runs: 10, 15 or 20
+    assert large.env_steps == 6 * STEPS and large.wall_s == pytest.approx(12.0)
+    left_out = {os.path.basename(run.path): why for run, why in report.left_out}
+    assert set(left_out) == {"6", "7"}
+    assert left_out["6"].startswith("stopped by SIGTERM at iteration 6")
+    assert left_out["7"].startswith("crashed or running")
+
+
+def test_last_non_null_value_is_the_final(tmp_path):
+    for seed, values in enumerate([[1.0, 5.0, None], [2.0, 7.0], [3.0, 9.0, None, None]]):
+        make_run(str(tmp_path / str(seed)), ["task=Cartpole", f"seed={seed}"], values, seed=seed)
+    report = gather([str(tmp_path)], reps=100)
+    assert [g.finals for g in report.groups] == [[5.0, 7.0, 9.0]]
+    assert report.groups[0].iqm == pytest.approx(7.0)
+
+
+def test_console_table_and_files(sweep, capsys):
+    out = run_main([str(sweep), "--reps", "300"], capsys)
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("scheduler.num_envs"))
+    assert "runs" in header and "IQM mean_return" in header and "95% CI" in header and "wall" in header
+    cells = {line.split()[0]: re.split(r"\s{2,}", line) for line in lines if line.startswith(("128 ", "1024 "))}
+    assert cells["128"] == ["128", "2/4", "15", "[10, 20]", "6.0k", "0:00:12"]
+    assert cells["1024"][1:3] == ["4/4", "2.5"] and cells["1024"][4:] == ["6.0k", "0:00:12"]
+    assert "common settings: task=Cartpole sim=mujoco scheduler=budget" in out
+    assert "stopped by SIGTERM at iteration 6" in out and "crashed or running" in out
+    assert os.path.join(str(sweep), "6") in out and os.path.join(str(sweep), "7") in out
+
+    report_dir = sweep / "report"
+    for name in ("report.md", "report.csv", "runs.csv", "curve_mean_return.png",
+                 "final_vs_scheduler.num_envs.png", "diagnostics.png"):
+        assert (report_dir / name).stat().st_size > 0, name
+        assert str(report_dir / name) in out
+    groups = read_csv(report_dir / "report.csv")
+    assert [g["scheduler.num_envs"] for g in groups] == ["128", "1024"]
+    assert float(groups[1]["iqm"]) == pytest.approx(2.5)
+    assert (groups[0]["runs_complete"], groups[0]["runs_total"]) == ("2", "4")
+    runs = read_csv(report_dir / "runs.csv")
+    assert len(runs) == 8
+    stopped = next(r for r in runs if r["folder"].endswith(os.sep + "6"))
+    assert stopped["status"].startswith("stopped") and stopped["group"] == "scheduler.num_envs=128"
+    assert stopped["seed"] == "2" and float(stopped["final_mean_return"]) == pytest.approx(30.0)
+    markdown = (report_dir / "report.md").read_text()
+    assert "| 128 | 2/4 | 15 |" in markdown and "mean_return" in markdown and "`scheduler=budget`" in markdown
+    assert "stopped by SIGTERM" in markdown
+
+    # a second report over the same folder does not mistake the first one's folder for runs
+    out_again = run_main([str(sweep), "--reps", "300"], capsys)
+    assert out_again.splitlines()[:8] == lines[:8]
+
+
+def test_metric_from_diagnostics(sweep, capsys, tmp_path):
+    out_dir = tmp_path / "diag_report"
+    out = run_main([str(sweep), "--metric", "diagnostics.feature_rank", "--out", str(out_dir), "--reps", "200"],
+                   capsys)
+    assert "IQM diagnostics.feature_rank" in out
+    groups = read_csv(out_dir / "report.csv")
+    # measured at iterations 0, 2, 4: the last is 10 + seed + 4, seeds 0-3 -> IQM of 14 15 16 17 = 15.5
+    assert float(groups[1]["iqm"]) == pytest.approx(15.5)
+    assert float(groups[0]["iqm"]) == pytest.approx(14.5)  # seeds 0 and 1
+    assert (out_dir / "curve_diagnostics.feature_rank.png").exists()
+
+
+def test_common_grid_truncates_to_shortest_and_skips_nulls():
+    a = (np.array([2000.0, 3000.0, 4000.0, 5000.0]), np.array([2.0, 3.0, 4.0, 5.0]))
+    b = (np.array([1000.0, 2000.0, 3000.0]), np.array([10.0, 20.0, 30.0]))
+    grid, values = common_grid([a, b])
+    np.testing.assert_array_equal(grid, [2000.0, 3000.0])
+    np.testing.assert_array_equal(values, [[2.0, 3.0], [20.0, 30.0]])
+    long = (np.arange(1, 1001) * 10.0, np.arange(1000.0))
+    grid, values = common_grid([long, long], max_points=200)
+    assert len(grid) <= 200 and grid[0] == 10.0 and grid[-1] == 10000.0
+
+
+def test_single_run_nothing_swept(tmp_path, capsys):
+    make_run(str(tmp_path / "run"), ["task=Cartpole"], curve(3.0))
+    out = run_main([str(tmp_path / "run"), "--out", str(tmp_path / "out"), "--reps", "50"], capsys)
+    assert "1/1" in out and "n=1" in out and "skipped" in out
+    assert (tmp_path / "out" / "curve_mean_return.png").exists()
+    assert not list((tmp_path / "out").glob("final_vs_*.png"))
+
+
+def test_no_diagnostics_skips_panel(tmp_path, capsys):
+    for seed in range(2):
+        make_run(str(tmp_path / str(seed)), ["task=Cartpole", f"seed={seed}", f"lr={seed}"], curve(1.0 + seed),
+                 seed=seed)
+    out = run_main([str(tmp_path), "--reps", "50"], capsys)
+    assert "diagnostics.png skipped" in out
+    assert not (tmp_path / "report" / "diagnostics.png").exists()
+    assert (tmp_path / "report" / "final_vs_lr.png").exists()
+
+
+def test_two_swept_keys_categorical_first_and_a_group_without_complete_runs(tmp_path, capsys):
+    job = 0
+    for schedule in ("linear", "adaptive"):
+        for num_envs in (64, 256):
+            for seed in range(2):
+                ending = "SIGTERM" if (schedule, num_envs) == ("linear", 256) else "complete"
+                make_run(str(tmp_path / str(job)), [f"agent.lr_schedule={schedule}", f"num_envs={num_envs}",
+                                                     f"seed={seed}"], curve(num_envs + seed), seed=seed,
+                         ending=ending)
+                job += 1
+    out = run_main([str(tmp_path), "--reps", "100"], capsys)
+    rows = [re.split(r"\s{2,}", line) for line in out.splitlines() if line.startswith(("linear", "adaptive"))]
+    assert [r[:3] for r in rows] == [["adaptive", "64", "2/2"], ["adaptive", "256", "2/2"],
+                                     ["linear", "64", "2/2"], ["linear", "256", "0/2"]]
+    assert rows[-1][3:] == ["-"] * 4 and rows[1][3] == "256.5"
+    assert (tmp_path / "report" / "final_vs_agent.lr_schedule.png").stat().st_size > 0
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+
+def assert_one_line_error(argv: Sequence[str], capsys, *fragments: str) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(argv))
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.startswith("isaac-ppo-report: ")
+    assert "Traceback" not in captured.err
+    for fragment in fragments:
+        assert fragment in captured.err
+    return captured.err
+
+
+def test_error_nonexistent_folder(tmp_path, capsys):
+    assert_one_line_error([str(tmp_path / "nope")], capsys, "nope", "no such directory")
+
+
+def test_error_folder_without_runs(tmp_path, capsys):
+    assert_one_line_error([str(tmp_path)], capsys, "no runs found", ".hydra/overrides.yaml")
+
+
+def test_error_mismatched_keys(tmp_path, capsys):
+    make_run(str(tmp_path / "0"), ["task=Cartpole", "seed=0"], [1.0])
+    make_run(str(tmp_path / "1"), ["task=Cartpole", "seed=1", "+max_env_steps=5000"], [1.0])
+    assert_one_line_error([str(tmp_path)], capsys, "mismatched keys", "`max_env_steps`",
+                          str(tmp_path / "0"), str(tmp_path / "1"), "separately")
+
+
+def test_error_metric_not_logged(sweep, capsys):
+    err = assert_one_line_error([str(sweep), "--metric", "no_such_key"], capsys, "--metric no_such_key",
+                                "choose one of", "mean_return", "diagnostics.feature_rank")
+    assert "mode" not in err.split("choose one of")[1].split(", ")  # a string field is no metric
+
+
+def test_error_no_complete_run(tmp_path, capsys):
+    make_run(str(tmp_path / "0"), ["task=Cartpole", "seed=0"], [1.0, 2.0], ending="SIGINT")
+    make_run(str(tmp_path / "1"), ["task=Cartpole", "seed=1"], [1.0], ending=None)
+    make_run(str(tmp_path / "2"), ["task=Cartpole", "seed=2"], [], ending=None)
+    assert_one_line_error([str(tmp_path)], capsys, "no complete run", "3 runs", "1 stopped",
+                          "1 crashed or running", "1 empty")
+
+
+def test_gather_raises_user_error_directly(tmp_path):
+    with pytest.raises(UserError):
+        gather([str(tmp_path)])
