@@ -93,6 +93,52 @@ def _prevalidate(overrides: List[str]) -> None:
         _fail(str(error))
 
 
+def _prevalidate_sweep(overrides: List[str]) -> None:
+    """Refuse a sweep with a bad job before the first job runs (on SLURM: before anything is queued). The jobs
+    are the command line's sweeps crossed with the preset's hydra.sweeper.params (the command line wins for a
+    key in both); seeds do not change what is valid, so one seed stands for all."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from isaac_ppo.errors import UserError
+
+    parser = OverridesParser.create()
+    try:
+        parsed = parser.parse_overrides(overrides)
+        fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+        params = _sweeper_params(fixed)
+        given = {o.key_or_group for o in parsed}
+        axes = [f"{key}={value}" for key, value in params.items() if key not in given]
+        jobs = BasicSweeper.split_arguments(parser.parse_overrides(overrides + axes), None)[0]
+    except UserError as error:
+        _fail(str(error))
+    except Exception as error:  # a sweep Hydra cannot parse: its own first line
+        _fail(_hydra_message(error))
+    seen = set()
+    for job in jobs:
+        job = [o for o in job if not o.startswith("seed=")]
+        if tuple(job) not in seen:
+            seen.add(tuple(job))
+            _prevalidate(job)
+
+
+def _sweeper_params(overrides: List[str]) -> Any:
+    """The preset's hydra.sweeper.params (key -> comma-separated values), {} without one."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from isaac_ppo.errors import UserError
+
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
+            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    except Exception as error:
+        raise UserError(_hydra_message(error)) from None
+    finally:
+        GlobalHydra.instance().clear()
+    return {str(k): str(v) for k, v in (cfg.hydra.sweeper.params or {}).items()}
+
+
 def _hydra_message(error: Exception) -> str:
     text = str(error).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -116,6 +162,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     flags = [a for a in argv if a.startswith("-")]
     if not flags and len(plain) == len(argv):  # a single run with plain overrides: check it up front
         _prevalidate(plain)
+    elif flags in (["-m"], ["--multirun"]):  # every job of a sweep, before any is launched or queued
+        _prevalidate_sweep(plain)
     sys.argv = [sys.argv[0]] + argv
     _hydra_entry()
 

@@ -149,3 +149,15 @@ def test_a_real_multirun_and_the_report_over_it(tmp_path):
         assert abs(float(row["ci_low"]) - min(values)) < 1e-9 and abs(float(row["ci_high"]) - max(values)) < 1e-9
         assert row["runs_complete"] == "2" and float(row["env_steps_median"]) == 3 * 1024
     assert (out / "report.md").read_text().count("| 2/2 |") == 2
+
+
+def test_a_sweep_with_one_bad_job_is_refused_before_any_job_runs(tmp_path):
+    sweep = tmp_path / "sweep"
+    for bad, named in ((["scheduler=budget", "scheduler.num_envs=32,100"], "scheduler.num_envs=100"),
+                       (["preset=fixed_batch_splits", "num_envs=1024"], "a plan of scheduler BudgetScheduler"),
+                       (["seed=0,1", "no_such_key=3"], "no_such_key")):
+        result = run(TRAIN, "-m", *SMALL, *bad, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and named in lines[0], result.stderr
+        assert not os.path.exists(sweep)
