@@ -1,6 +1,8 @@
 """Running mean and variance (float64, Chan's parallel update), used for observations and value targets."""
 from __future__ import annotations
 
+from typing import Any, Callable, Optional
+
 import torch
 
 
@@ -14,12 +16,15 @@ class RunningMeanStd(torch.nn.Module):
         self.clip = clip
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
-        """Fold a batch (rows are samples) into the running statistics."""
+    def update(self, x: torch.Tensor, merge: Optional[Callable[..., Any]] = None) -> None:
+        """Fold a batch (rows are samples) into the running statistics. `merge(count, mean, var)` turns this
+        process's batch moments into those of all ranks' batches (distributed.Local.merge_moments)."""
         x = x.reshape(-1, *self.mean.shape).to(torch.float64)
         batch_mean = x.mean(dim=0)
         batch_var = x.var(dim=0, unbiased=False)
         batch_count = x.shape[0]
+        if merge is not None:
+            batch_count, batch_mean, batch_var = merge(batch_count, batch_mean, batch_var)
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean += delta * batch_count / total

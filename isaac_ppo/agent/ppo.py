@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 import torch
 
 from isaac_ppo.agent.model import ActorCritic, gaussian_entropy, gaussian_kl, gaussian_log_prob
+from isaac_ppo.distributed import Local
 from isaac_ppo.agent.rollout import RolloutBuffer
 from isaac_ppo.errors import UserError
 from isaac_ppo.scheduler.plan import Plan
@@ -27,8 +28,10 @@ class NonFiniteLoss(UserError):
 
 
 class PPO:
-    def __init__(self, model: ActorCritic, cfg: Mapping[str, Any], device: torch.device, generator: torch.Generator):
+    def __init__(self, model: ActorCritic, cfg: Mapping[str, Any], device: torch.device, generator: torch.Generator,
+                 comm: Optional[Local] = None):
         self.model = model
+        self.comm = comm if comm is not None else Local()  # the other ranks' gradients, advantages and KL
         self.cfg = cfg
         self.device = device
         self.generator = generator
@@ -67,7 +70,7 @@ class PPO:
         batch = buffer.flat()
         advantages = batch["advantages"]
         if cfg["normalize_advantage"]:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = self.comm.standardize(advantages)
         old_values = model.normalize_value(batch["values"])
         returns = model.normalize_value(batch["returns"])
         reference_log_probs, weights = batch["log_probs"], None
@@ -84,7 +87,7 @@ class PPO:
         sums = torch.zeros(7, device=self.device)  # actor, critic, entropy, bounds, kl, clip fraction, count
         size = plan.minibatch_size
         for _ in range(plan.epochs):
-            order = torch.randperm(plan.batch_size, generator=self.generator, device=self.device)
+            order = self.permutation(plan.batch_size)
             for ids in order.split(size):
                 with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
                     mu, log_std, value = model(batch["obs"][ids])
@@ -105,35 +108,45 @@ class PPO:
                         actor_loss + 0.5 * float(cfg["critic_coef"]) * critic_loss
                         - float(cfg["entropy_coef"]) * entropy + float(cfg["bounds_loss_coef"]) * bounds
                     )
-                if not bool(torch.isfinite(loss)):
+                with torch.no_grad():
+                    kl = gaussian_kl(start_mu[ids], start_log_std, mu.float(), log_std.float()).mean()
+                    clipped_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+                # the minibatch's KL and loss ride with the gradients: averaged over ranks in the same all-reduce
+                mean_kl, mean_loss = self._step(loss, torch.stack([kl, loss.detach().float()]))
+                if not bool(torch.isfinite(mean_loss)):
                     raise NonFiniteLoss(
                         "non-finite loss (actor {:.3g}, critic {:.3g}): training stopped before the step".format(
                             float(actor_loss.detach()), float(critic_loss.detach())
                         )
                     )
-                self._step(loss)
+                self._apply_step()
                 with torch.no_grad():
-                    kl = gaussian_kl(start_mu[ids], start_log_std, mu.float(), log_std.float()).mean()
-                    clipped_fraction = ((ratio - 1.0).abs() > clip).float().mean()
                     sums += torch.stack([
                         actor_loss.detach().float(), critic_loss.detach().float(), entropy.detach().float(),
                         bounds.detach().float(), kl, clipped_fraction, torch.ones((), device=self.device),
                     ])
                 if cfg["lr_schedule"] == "adaptive":
-                    self._adapt_lr(float(kl))
+                    self._adapt_lr(float(mean_kl))
         actor, critic, entropy, bounds, kl, clip_frac, count = (sums[:6] / sums[6]).tolist() + [float(sums[6])]
         return {
             "actor_loss": actor, "critic_loss": critic, "entropy": entropy, "bounds_loss": bounds, "kl": kl,
             "clip_fraction": clip_frac, "lr": self.lr, "minibatches": int(count),
         }
 
-    def _step(self, loss: torch.Tensor) -> None:
+    def permutation(self, n: int) -> torch.Tensor:
+        """The order in which an epoch visits the batch (a fresh one every epoch)."""
+        return torch.randperm(n, generator=self.generator, device=self.device)
+
+    def _step(self, loss: torch.Tensor, riders: torch.Tensor) -> torch.Tensor:
+        """Backward, and the gradients averaged over ranks (still scaled under AMP, as rl-games does, so that every
+        rank's scaler sees the same infs); returns the riders averaged with them. The step is _apply_step."""
         self.optimizer.zero_grad(set_to_none=True)
+        (self.scaler.scale(loss) if self.amp else loss).backward()
+        return self.comm.average_gradients(self.model.parameters(), riders)
+
+    def _apply_step(self) -> None:
         if self.amp:
-            self.scaler.scale(loss).backward()
             self.scaler.unscale_(self.optimizer)
-        else:
-            loss.backward()
         if self.grad_observer is not None:
             self.grad_observer(self.model)
         if self.cfg["truncate_grads"]:
