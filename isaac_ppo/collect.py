@@ -95,6 +95,7 @@ class SyncCollector:
         return {
             "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
             "mean_return": recent["mean_return"], "mean_length": recent["mean_length"],
+            "recent_envs": recent["envs"],
         }
 
     def _time_out_values(self, model: ActorCritic, final_obs: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:

@@ -83,10 +83,13 @@ class TopSchema:
     torch_threads: int = 2
     collect_torch_threads: int = 1
     runs_dir: str = "runs"
+    multi_gpu: bool = False
+    dist_backend: str = "auto"
 
 
 CHOICES = {
     "sim": ("auto", "mujoco", "isaacgym"),
+    "dist_backend": ("auto", "nccl", "gloo"),
     "agent.lr_schedule": ("adaptive", "linear", "constant"),
     "agent.stale_clip": ("behaviour", "proximal"),
     "diagnostics.coverage_method": ("pca", "umap"),

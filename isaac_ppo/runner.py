@@ -25,6 +25,7 @@ from isaac_ppo.agent.rollout import RolloutBuffer
 from isaac_ppo.collect import BackgroundCollection, Collected, SyncCollector
 from isaac_ppo.config import budgets
 from isaac_ppo.diagnostics.probe import Probe
+from isaac_ppo.distributed import Local
 from isaac_ppo.errors import UserError
 from isaac_ppo.io import checkpoint
 from isaac_ppo.io.logger import RunLogger
@@ -48,20 +49,27 @@ def build_model(cfg: DictConfig, env: Any, device: torch.device) -> ActorCritic:
 
 
 class Runner:
-    def __init__(self, cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Scheduler] = None):
+    """One rank's loop. With several ranks (`comm`, multi_gpu=true) each collects its own batch from its own envs;
+    the learner stays one (distributed.py), and rank 0 alone decides plans, measures diagnostics and writes."""
+
+    def __init__(self, cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Scheduler] = None,
+                 comm: Optional[Local] = None, device: Optional[str] = None):
         self.cfg = cfg
         self.env = env
         self.run_dir = run_dir
+        self.comm = comm if comm is not None else Local()
         agent = cfg.agent
-        self.device = torch.device(cfg.device)
+        self.device = torch.device(device or cfg.device)
         self.max_iterations, self.max_env_steps = budgets(cfg)
-        seed = int(cfg.seed)
+        seed = int(cfg.seed) + self.comm.rank  # each rank its own action noise and minibatch order
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.collect_generator = torch.Generator(device=self.device).manual_seed(seed + COLLECT_SEED_OFFSET)
         torch.manual_seed(seed)
         self.model = build_model(cfg, env, self.device)
-        self.ppo = PPO(self.model, agent, self.device, self.generator)
-        self.probe = Probe(cfg.diagnostics, self.model, seed)
+        self.comm.broadcast_module(self.model)  # rank 0's initial parameters and normalisers everywhere
+        self.ppo = PPO(self.model, agent, self.device, self.generator, self.comm)
+        diagnostics = cfg.diagnostics if self.comm.is_main else OmegaConf.merge(cfg.diagnostics, {"enabled": False})
+        self.probe = Probe(diagnostics, self.model, seed)
         self.scheduler = scheduler if scheduler is not None else build_scheduler(cfg)
         check_plans(self.scheduler, env.num_envs, self.max_iterations, self.max_env_steps)
         self.collector = SyncCollector(
@@ -76,20 +84,39 @@ class Runner:
         self.wall_s = 0.0
         self.history: List[Dict[str, Any]] = []  # this process's rows (not restored on resume)
         self.stop_requested: Optional[str] = None
+        self.stop_agreed = False  # every rank knows of a stop request (checked once per iteration, together)
 
     # ---------------------------------------------------------------------------------------------- state
 
     def state_dict(self) -> Dict[str, Any]:
+        """The whole training state. With several ranks every rank must call it (their own envs, batches and
+        random streams are gathered to rank 0, under "ranks"); only rank 0's return value is complete."""
         self._settle()  # a batch in flight is finished first and saved with the rest
-        env_state = self.env.state_dict() if hasattr(self.env, "state_dict") else None
-        return {
+        local = self._rank_state()
+        ranks = self.comm.gather_objects(local) if self.comm.world_size > 1 else None
+        state = dict(local)
+        if ranks is not None:
+            state["ranks"] = ranks
+        state.update({
             "model": self.model.state_dict(),
             "ppo": self.ppo.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "planned": {k: dataclasses.asdict(plan) for k, plan in self.planned.items()},
+            "counters": {"iteration": self.iteration, "env_steps": self.env_steps, "wall_s": self.wall_s},
+            "world_size": self.comm.world_size,
+            "best_return": self.checkpointer.best_return if hasattr(self, "checkpointer") else None,
+            "config": OmegaConf.to_yaml(self.cfg, resolve=True),
+            "task": self.cfg.task.name,
+            "num_obs": self.env.num_obs,
+            "num_actions": self.env.num_actions,
+        })
+        return state
+
+    def _rank_state(self) -> Dict[str, Any]:
+        """What differs between ranks: the envs, the batch collected ahead, the random streams."""
+        return {
             "pending": _collected_state(self.ready),
             "behaviour": self.behaviour,
-            "counters": {"iteration": self.iteration, "env_steps": self.env_steps, "wall_s": self.wall_s},
             "rng": {
                 "agent": self.generator.get_state(),
                 "collect": self.collect_generator.get_state(),
@@ -98,14 +125,9 @@ class Runner:
                 "numpy": np.random.get_state(),
                 "python": random.getstate(),
             },
-            "env": env_state,
+            "env": self.env.state_dict() if hasattr(self.env, "state_dict") else None,
             "obs": self.collector.obs,
             "episodes": self.collector.tracker.state_dict(),
-            "best_return": self.checkpointer.best_return if hasattr(self, "checkpointer") else None,
-            "config": OmegaConf.to_yaml(self.cfg, resolve=True),
-            "task": self.cfg.task.name,
-            "num_obs": self.env.num_obs,
-            "num_actions": self.env.num_actions,
         }
 
     def load_state_dict(self, state: Mapping[str, Any], path: str) -> None:
@@ -114,14 +136,24 @@ class Runner:
                 f"checkpoint {path} is for {state['task']} (obs {state['num_obs']}, actions {state['num_actions']}),"
                 f" not {self.cfg.task.name}: resume with task={state['task']}"
             )
+        saved_world = int(state.get("world_size", 1))
+        if saved_world != self.comm.world_size:
+            raise UserError(
+                f"checkpoint {path} was written by {saved_world} rank(s) and this run has {self.comm.world_size}: "
+                f"resume with {saved_world} process(es) (torchrun --nproc_per_node)"
+            )
         self.model.load_state_dict(state["model"])
         self.ppo.load_state_dict(state["ppo"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.planned = {int(k): Plan(**plan) for k, plan in state.get("planned", {}).items()}
-        self.ready = self._restore_collected(state.get("pending"))
-        self.behaviour = state.get("behaviour")
         counters = state["counters"]
         self.iteration, self.env_steps, self.wall_s = counters["iteration"], counters["env_steps"], counters["wall_s"]
+        self.best_return_at_resume = state.get("best_return")
+        self._load_rank_state(state["ranks"][self.comm.rank] if "ranks" in state else state)
+
+    def _load_rank_state(self, state: Mapping[str, Any]) -> None:
+        self.ready = self._restore_collected(state.get("pending"))
+        self.behaviour = state.get("behaviour")
         rng = state["rng"]
         self.generator.set_state(rng["agent"])
         if "collect" in rng:
@@ -134,7 +166,6 @@ class Runner:
             self.env.load_state_dict(state["env"])
             self.collector.obs = state["obs"].to(self.device)
         self.collector.tracker.load_state_dict(state["episodes"])
-        self.best_return_at_resume = state.get("best_return")
 
     def _restore_collected(self, saved: Optional[Mapping[str, Any]]) -> Optional[Collected]:
         if saved is None:
@@ -151,26 +182,35 @@ class Runner:
     # ---------------------------------------------------------------------------------------------- loop
 
     def run(self, resume_from: Optional[str] = None) -> Dict[str, Any]:
-        self.checkpointer = checkpoint.Checkpointer(self.run_dir, int(self.cfg.save_interval))
+        main = self.comm.is_main
+        # every rank builds the checkpoints' state (it is gathered), rank 0 writes them
+        self.checkpointer = checkpoint.Checkpointer(self.run_dir, int(self.cfg.save_interval), write=main)
         if resume_from:
             self.load_state_dict(checkpoint.load(resume_from, self.device), resume_from)
             self.checkpointer.best_return = self.best_return_at_resume
-            print(f"resumed from {resume_from} at iteration {self.iteration}")
+            if main:
+                print(f"resumed from {resume_from} at iteration {self.iteration}")
         logger = RunLogger(self.run_dir, self.cfg.task.name, self.max_iterations, self.iteration,
-                           max_env_steps=self.max_env_steps, start_env_steps=self.env_steps)
-        if self.checkpointer.best_return is not None:
+                           max_env_steps=self.max_env_steps, start_env_steps=self.env_steps) if main else None
+        if logger is not None and self.checkpointer.best_return is not None:
             logger.best_return = self.checkpointer.best_return
         previous = {sig: signal.signal(sig, self._request_stop) for sig in STOP_SIGNALS}
+        summary: Dict[str, Any] = {}
         try:
-            while self.stop_requested is None:
+            while not self._stop_agreed_now():
                 row = self.step()
                 if row is None:  # a budget (iterations or env steps) is used up
                     break
-                logger.log(row)
+                if logger is not None:
+                    logger.log(row)
                 self.checkpointer.after_iteration(row["iteration"], self.state_dict, row["mean_return"])
             # the end of the run and a preemption (SIGTERM, Ctrl-C) both leave last.pt at an iteration boundary
             path = self.checkpointer.save("last.pt", self.state_dict())
-            summary = logger.summary({"last_checkpoint": path, "stopped_by": self.stop_requested})
+            extra: Dict[str, Any] = {"last_checkpoint": path, "stopped_by": self.stop_requested}
+            if self.comm.world_size > 1:  # equal digests: every rank ends with bit-identical learner state
+                extra.update(world_size=self.comm.world_size, rank_digests=self.comm.digests(self._learner_tensors()))
+            if logger is not None:
+                summary = logger.summary(extra)
             if self.probe.enabled and self.cfg.diagnostics.plot:
                 from isaac_ppo.diagnostics.panel import write_panel
 
@@ -181,11 +221,27 @@ class Runner:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self._abandon_background()
-            logger.close()
-        if self.stop_requested:
+            if logger is not None:
+                logger.close()
+        if self.stop_requested and main:
             print(f"stopped by {self.stop_requested} after iteration {self.iteration}; checkpoint {path}")
+        if self.stop_requested:
             _hand_on_preemption(self.stop_requested, previous)
         return summary
+
+    def _stop_agreed_now(self) -> bool:
+        """Whether the run stops before the next iteration: a stop request on any rank stops them all there."""
+        if self.comm.world_size == 1:
+            self.stop_agreed = self.stop_requested is not None
+        else:
+            self.stop_agreed = self.comm.any(self.stop_requested is not None)
+            if self.stop_agreed and self.stop_requested is None:
+                self.stop_requested = "a stop request on another rank"
+        return self.stop_agreed
+
+    def _learner_tensors(self) -> List[torch.Tensor]:
+        """What must be identical on every rank: parameters and buffers (normaliser statistics) in order."""
+        return [t for _, t in sorted(self.model.state_dict().items())]
 
     def _request_stop(self, signum: int, frame: Any) -> None:
         if self.stop_requested is not None:  # a second signal: stop now, last.pt stays the previous one
@@ -198,10 +254,12 @@ class Runner:
         if self.max_iterations is not None and k >= self.max_iterations:
             return None
         if k not in self.planned:
-            plan = self.scheduler.plan(k, self.history)
+            # decided on rank 0 (whose scheduler alone sees the diagnostics) and the same everywhere
+            plan = self.comm.broadcast_object(self.scheduler.plan(k, self.history) if self.comm.is_main else None)
             self.planned[k] = plan.check(self.env.num_envs, f"iteration {k}'s plan from scheduler._target_")
         plan = self.planned[k]
-        if self.max_env_steps is not None and env_steps_before + plan.batch_size > self.max_env_steps:
+        steps = plan.batch_size * self.comm.world_size  # env steps count every rank's envs
+        if self.max_env_steps is not None and env_steps_before + steps > self.max_env_steps:
             return None  # the budget is never exceeded: the run ends at or just under max_env_steps
         return plan
 
@@ -220,7 +278,8 @@ class Runner:
         assert staleness == (1 if batch.concurrent else 0), f"batch of iteration {k} is {staleness} updates stale"
         buffer, info = batch.buffer, batch.info
         buffer.compute_gae(info["last_values"], float(self.cfg.agent.gamma), float(self.cfg.agent.lam))
-        if plan.mode == "concurrent" and not self._collect_ahead(k + 1, self.env_steps + plan.batch_size, batch.slot):
+        if plan.mode == "concurrent" and not self._collect_ahead(
+                k + 1, self.env_steps + plan.batch_size * self.comm.world_size, batch.slot):
             # the run ends (or stops) here: keep the behaviour policy, so a resumed run collects batch k+1
             # with exactly the parameters the uninterrupted run would have collected it with
             self.behaviour = {name: value.clone() for name, value in self.model.state_dict().items()}
@@ -233,7 +292,8 @@ class Runner:
         probe_s = time.perf_counter() - t_probe
         self._absorb_batch_statistics(buffer)
         t2 = time.perf_counter()
-        steps = plan.batch_size
+        steps = plan.batch_size * self.comm.world_size
+        info = self._episodes_of_all_ranks(info)
         self.iteration += 1
         self.env_steps += steps
         self.wall_s += t2 - t0
@@ -260,6 +320,23 @@ class Runner:
             row["scheduler_events"] = events
         self.history.append(row)
         return row
+
+    def _episodes_of_all_ranks(self, info: Dict[str, Any]) -> Dict[str, Any]:
+        """The batch's episode statistics over every rank's envs (weighted by episodes, and by envs with a
+        finished episode for the recent return and length)."""
+        if self.comm.world_size == 1:
+            return info
+        def weighted(mean: float, count: float) -> float:
+            return mean * count if count else 0.0
+        episodes, recent = float(info["episodes"]), float(info["recent_envs"])
+        sums = self.comm.sum(torch.tensor([
+            episodes, weighted(info["batch_mean_return"], episodes), recent,
+            weighted(info["mean_return"], recent), weighted(info["mean_length"], recent), float(info["diverged"]),
+        ], dtype=torch.float64)).tolist()
+        nan = float("nan")
+        return dict(info, episodes=int(sums[0]), batch_mean_return=sums[1] / sums[0] if sums[0] else nan,
+                    recent_envs=int(sums[2]), mean_return=sums[3] / sums[2] if sums[2] else nan,
+                    mean_length=sums[4] / sums[2] if sums[2] else nan, diverged=int(sums[5]))
 
     def _progress(self) -> float:
         """How far through its budget the run is, in [0, 1] (for the linear learning-rate schedule)."""
@@ -293,8 +370,8 @@ class Runner:
     def _collect_ahead(self, k: int, env_steps_before: int, busy_slot: int) -> bool:
         """Start collecting iteration k's batch with a snapshot of the policy as it is now (before the update);
         False when iteration k will not run in this process (a budget or a stop request ends it first)."""
-        if self.stop_requested:
-            return False
+        if self.stop_agreed if self.comm.world_size > 1 else self.stop_requested:
+            return False  # (several ranks must all ask for the next plan, or none)
         plan = self.plan_of(k, env_steps_before)
         if plan is None or plan.mode != "concurrent":
             return False
@@ -324,10 +401,11 @@ class Runner:
     @torch.no_grad()
     def _absorb_batch_statistics(self, buffer: Any) -> None:
         """Fold the batch into the normalisers after the update, so rollout and update saw the same ones."""
+        merge = self.comm.merge_moments  # every rank's batch, exactly
         if self.model.obs_norm is not None:
-            self.model.obs_norm.update(buffer.obs.view(-1, buffer.obs.shape[-1]))
+            self.model.obs_norm.update(buffer.obs.view(-1, buffer.obs.shape[-1]), merge)
         if self.model.value_norm is not None:
-            self.model.value_norm.update(buffer.returns.view(-1, 1))
+            self.model.value_norm.update(buffer.returns.view(-1, 1), merge)
 
 
 def _collected_state(batch: Optional[Collected]) -> Optional[Dict[str, Any]]:

@@ -31,11 +31,16 @@ def _task_budget(*, _root_: Any) -> int:
     return int(_root_.task.env.numEnvs) * int(_root_.agent.horizon) * int(_root_.agent.max_epochs)
 
 
+def _cores() -> int:
+    """The CPUs this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _parallel_jobs(*, _root_: Any) -> int:
     """${parallel_jobs:}: how many jobs the local_parallel launcher runs at once, each with its own threads."""
     from omegaconf import OmegaConf
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = _cores()
     physics = int(OmegaConf.select(_root_, "task.mujoco.nthread", default=0) or 0) or cores
     return max(1, cores // max(int(_root_.torch_threads), physics))
 
@@ -57,10 +62,9 @@ def _fail(message: str) -> None:
 
 
 def _sim_choice(argv: List[str]) -> str:
-    for word in argv:
-        if word.startswith("sim="):
-            return word[4:]
-    return "auto"
+    """The sim= Hydra will use: the last one given."""
+    choices = [word[4:] for word in argv if word.startswith("sim=")]
+    return choices[-1] if choices else "auto"
 
 
 def compose_config(overrides: List[str]) -> Any:
@@ -164,8 +168,25 @@ def main(argv: Optional[List[str]] = None) -> None:
         _prevalidate(plain)
     elif flags in (["-m"], ["--multirun"]):  # every job of a sweep, before any is launched or queued
         _prevalidate_sweep(plain)
+    scratch = None
+    if "multi_gpu=true" in argv and int(os.environ.get("RANK", "0")) > 0:
+        scratch = _scratch_dir()
+        argv += [f"hydra.run.dir={scratch}", "hydra.output_subdir=null", "hydra/job_logging=disabled",
+                 "hydra/hydra_logging=disabled"]
     sys.argv = [sys.argv[0]] + argv
-    _hydra_entry()
+    try:
+        _hydra_entry()
+    finally:
+        if scratch is not None and not os.listdir(scratch):
+            os.rmdir(scratch)
+
+
+def _scratch_dir() -> str:
+    """Ranks other than 0 write nothing into the run directory: Hydra's own folder for them is an empty scratch
+    one (each rank would resolve ${now:} itself), and the run directory they use is rank 0's (broadcast in run)."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix=f"isaac-ppo-rank{os.environ['RANK']}-")
 
 
 def _hydra_entry() -> None:
@@ -184,19 +205,35 @@ def _hydra_entry() -> None:
 
 
 def run(cfg: Any) -> Any:
-    """Build the env and the runner from a composed config and train (or play when test=true)."""
+    """Build the env and the runner from a composed config and train (or play when test=true); with
+    multi_gpu=true this process is one rank of the run."""
+    from isaac_ppo import distributed
+    from isaac_ppo.config import validate
+    from isaac_ppo.errors import UserError
+
+    validate(cfg)
+    if cfg.multi_gpu and cfg.test:
+        raise UserError("test=true plays in one process: drop multi_gpu=true (and torchrun)")
+    comm, device = distributed.setup(bool(cfg.multi_gpu), str(cfg.device), str(cfg.dist_backend))
+    try:
+        return _train_or_play(cfg, comm, device)
+    finally:
+        comm.close()
+
+
+def _train_or_play(cfg: Any, comm: Any, device: str) -> Any:
     import torch
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from isaac_ppo.config import validate
     from isaac_ppo.errors import UserError
     from isaac_ppo.runner import Runner, play
 
-    validate(cfg)
-    torch.set_num_threads(int(cfg.torch_threads))
+    # the ranks on one machine share its cores: each takes its part for the update (and for physics, below)
+    torch.set_num_threads(max(1, int(cfg.torch_threads) // comm.local_world_size))
     run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else os.getcwd()
-    env, scheduler = build_env_and_scheduler(cfg)
+    run_dir = comm.broadcast_object(run_dir)  # rank 0's: every rank reads from it (resume), rank 0 writes
+    env, scheduler = build_env_and_scheduler(cfg, rank=comm.rank, local_ranks=comm.local_world_size, device=device)
 
     if cfg.test:
         if not cfg.checkpoint:
@@ -218,25 +255,30 @@ def run(cfg: Any) -> Any:
     if not resume_from and os.path.exists(in_place):
         # a requeued SLURM job (or a pinned hydra.run.dir) starts where this directory's run stopped; starting
         # over would overwrite its checkpoints
-        print(f"[{cfg.task.name}] {run_dir} already holds a run: resuming from {in_place}")
+        if comm.is_main:
+            print(f"[{cfg.task.name}] {run_dir} already holds a run: resuming from {in_place}")
         resume_from = in_place
-    runner = Runner(cfg, env, run_dir, scheduler)
+    runner = Runner(cfg, env, run_dir, scheduler, comm=comm, device=device)
     if cfg.checkpoint and not resume_from:
         from isaac_ppo.io.checkpoint import load
 
         runner.model.load_state_dict(load(cfg.checkpoint, runner.device)["model"])
-    with open(os.path.join(run_dir, "config.yaml"), "w") as f:
-        f.write(OmegaConf.to_yaml(cfg, resolve=True))
-    print(f"[{cfg.task.name}] training on {type(env).__module__.split('.')[-1]} with {env.num_envs} envs; "
-          f"results in {run_dir}")
+    if comm.is_main:
+        with open(os.path.join(run_dir, "config.yaml"), "w") as f:
+            f.write(OmegaConf.to_yaml(cfg, resolve=True))
+        ranks = f" on each of {comm.world_size} ranks ({comm.backend})" if comm.world_size > 1 else ""
+        print(f"[{cfg.task.name}] training on {type(env).__module__.split('.')[-1]} with {env.num_envs} envs"
+              f"{ranks}; results in {run_dir}")
     summary = runner.run(resume_from)
-    print(f"[{cfg.task.name}] done: final mean return {summary['final_mean_return']}, "
-          f"best {summary['best_mean_return']}; results in {run_dir}")
+    if comm.is_main:
+        print(f"[{cfg.task.name}] done: final mean return {summary['final_mean_return']}, "
+              f"best {summary['best_mean_return']}; results in {run_dir}")
     return summary
 
 
-def build_env_and_scheduler(cfg: Any) -> Any:
-    """The scheduler, and the env pool sized once for the most envs it can ask for (or num_envs when set)."""
+def build_env_and_scheduler(cfg: Any, rank: int = 0, local_ranks: int = 1, device: Optional[str] = None) -> Any:
+    """The scheduler, and the env pool sized once for the most envs it can ask for (or num_envs when set).
+    Rank r of a multi_gpu run simulates its own pool with seed + r, on its device, with its share of the cores."""
     from omegaconf import OmegaConf
 
     from isaac_ppo.config import budgets
@@ -245,8 +287,12 @@ def build_env_and_scheduler(cfg: Any) -> Any:
 
     scheduler = build_scheduler(cfg)
     pool = pool_size(cfg, scheduler, *budgets(cfg))
-    env = make(cfg.task.name, pool, sim=cfg.sim, seed=int(cfg.seed), device=cfg.device,
-               task_cfg=OmegaConf.to_container(cfg.task, resolve=True))
+    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    mujoco = task_cfg.get("mujoco") or {}
+    if local_ranks > 1 and not mujoco.get("nthread"):  # 0 = every core: split them between the ranks
+        task_cfg["mujoco"] = dict(mujoco, nthread=max(1, _cores() // local_ranks))
+    env = make(cfg.task.name, pool, sim=cfg.sim, seed=int(cfg.seed) + rank, device=device or cfg.device,
+               task_cfg=task_cfg)
     return env, scheduler
 
 

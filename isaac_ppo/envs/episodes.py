@@ -55,10 +55,11 @@ class EpisodeTracker:
         finished = ~torch.isnan(last_return)
         count = int(finished.sum())
         if count == 0:
-            return {"mean_return": math.nan, "mean_length": math.nan}
+            return {"mean_return": math.nan, "mean_length": math.nan, "envs": 0}
         return {
             "mean_return": float(last_return[finished].mean()),
             "mean_length": float(last_length[finished].double().mean()),
+            "envs": count,  # the envs averaged over
         }
 
     def state_dict(self) -> Dict[str, torch.Tensor]:

@@ -18,14 +18,17 @@ FORMAT = "isaac-ppo-checkpoint-1"
 
 
 class Checkpointer:
-    def __init__(self, run_dir: str, save_interval: int):
+    def __init__(self, run_dir: str, save_interval: int, write: bool = True):
         self.dir = os.path.join(run_dir, "checkpoints")
         self.save_interval = save_interval
         self.best_return: Optional[float] = None
+        self.write = write  # False on ranks other than 0: they take part in building the state, not in saving it
 
     def save(self, name: str, state: Dict[str, Any]) -> str:
-        os.makedirs(self.dir, exist_ok=True)
         path = os.path.join(self.dir, name)
+        if not self.write:
+            return path
+        os.makedirs(self.dir, exist_ok=True)
         tmp = path + ".tmp"
         torch.save(dict(state, format=FORMAT), tmp)
         os.replace(tmp, path)
