@@ -97,6 +97,8 @@ class Run:
     summary: Optional[Dict[str, Any]]
     status: str
     detail: str  # the status in words, for the list of runs left out of the statistics
+    config: Dict[str, Any] = field(default_factory=dict)  # the resolved config the run wrote
+    choices: Dict[str, Any] = field(default_factory=dict)  # its config group choices (Hydra's runtime.choices)
 
     @property
     def complete(self) -> bool:
@@ -156,7 +158,8 @@ def load_run(path: str) -> Run:
     rows = _read_jsonl(os.path.join(path, "metrics.jsonl"))
     summary = _read_json(os.path.join(path, "metrics.json"))
     status, detail = run_status(rows, summary)
-    return Run(path, overrides, task, seed, rows, summary, status, detail)
+    choices = _get(_read_yaml(os.path.join(path, ".hydra", "hydra.yaml")), "hydra.runtime.choices") or {}
+    return Run(path, overrides, task, seed, rows, summary, status, detail, config, choices)
 
 
 def run_status(rows: Sequence[Dict[str, Any]], summary: Optional[Dict[str, Any]]) -> Tuple[str, str]:
@@ -316,6 +319,20 @@ class Group:
         return ", ".join(f"{k}={v}" for k, v in self.values.items()) or "all"
 
 
+def fill_unset_keys(runs: Sequence[Run]) -> None:
+    """A key some runs override and others leave at its default (an isaac-ppo run beside one with
+    agent.backend=rl_games) takes, in the others, the value they ran with: their group choice or their resolved
+    config. Keys that cannot be found so stay missing (check_same_keys refuses them)."""
+    import yaml
+
+    keys = {key for run in runs for key in run.overrides}
+    for run in runs:
+        for key in keys - set(run.overrides):
+            value = run.choices.get(key) if key in run.choices else _get(run.config, key)
+            if value is not None and not isinstance(value, (dict, list)):
+                run.overrides[key] = value if isinstance(value, str) else yaml.safe_dump(value).split("\n")[0]
+
+
 def check_same_keys(runs: Sequence[Run]) -> None:
     """All runs must be the same experiment up to override values; the seed alone may be left out."""
     reference = runs[0]
@@ -432,6 +449,7 @@ def gather(dirs: Sequence[str], metric: str = "mean_return", reps: int = 2000, s
                 seen.add(os.path.realpath(path))
                 paths.append(path)
     runs = [load_run(path) for path in paths]
+    fill_unset_keys(runs)
     check_same_keys(runs)
     check_metric(runs, metric)
     complete = [run for run in runs if run.complete]

@@ -341,3 +341,22 @@ def test_error_no_complete_run(tmp_path, capsys):
 def test_gather_raises_user_error_directly(tmp_path):
     with pytest.raises(UserError):
         gather([str(tmp_path)])
+
+
+def test_a_key_left_at_its_default_takes_the_value_the_run_used(tmp_path, capsys):
+    """An isaac-ppo run beside an rl-games one: only the latter overrides agent.backend; the former's value comes
+    from its resolved config (and a group choice from Hydra's runtime choices)."""
+    for seed in (0, 1):
+        ours = make_run(str(tmp_path / f"ours{seed}"), ["task=Cartpole", f"seed={seed}"], [10.0 + seed], seed=seed)
+        with open(os.path.join(ours, "config.yaml"), "a") as f:
+            f.write("agent:\n  backend: isaac_ppo\n")
+        with open(os.path.join(ours, ".hydra", "hydra.yaml"), "w") as f:
+            f.write("hydra:\n  runtime:\n    choices:\n      scheduler: fixed\n")
+        make_run(str(tmp_path / f"peer{seed}"), ["task=Cartpole", f"seed={seed}", "agent.backend=rl_games",
+                                                  "scheduler=fixed"], [20.0 + seed], seed=seed)
+    assert main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    with open(tmp_path / "out" / "report.csv") as f:
+        groups = {row["agent.backend"]: row for row in csv.DictReader(f)}
+    assert sorted(groups) == ["isaac_ppo", "rl_games"]
+    assert float(groups["isaac_ppo"]["iqm"]) == 10.5 and float(groups["rl_games"]["iqm"]) == 20.5
+    assert "scheduler=fixed" in capsys.readouterr().out  # the same choice either way: a common setting
