@@ -25,6 +25,7 @@ class NetworkSchema:
 @dataclasses.dataclass
 class AgentSchema:
     name: str = "PPO"
+    backend: str = "isaac_ppo"  # isaac_ppo | rl_games (the same values trained by rl-games: isaac_ppo/rlgames.py)
     network: NetworkSchema = dataclasses.field(default_factory=NetworkSchema)
     horizon: int = 16
     minibatch_size: int = 32768
@@ -90,6 +91,7 @@ class TopSchema:
 CHOICES = {
     "sim": ("auto", "mujoco", "isaacgym"),
     "dist_backend": ("auto", "nccl", "gloo"),
+    "agent.backend": ("isaac_ppo", "rl_games"),
     "agent.lr_schedule": ("adaptive", "linear", "constant"),
     "agent.stale_clip": ("behaviour", "proximal"),
     "diagnostics.coverage_method": ("pca", "umap"),
@@ -107,9 +109,13 @@ def validate(cfg: DictConfig) -> None:
     _merge(AgentSchema, cfg.agent, "agent.")
     _merge(DiagnosticsSchema, cfg.diagnostics, "diagnostics.")
     for key, allowed in CHOICES.items():
-        value = OmegaConf.select(cfg, key)
+        value = OmegaConf.select(cfg, key, default=allowed[0])  # absent (a user's own agent config): the default
         if value not in allowed:
             raise UserError(f"{key}={value!r} is not one of: {', '.join(allowed)}")
+    if OmegaConf.select(cfg, "agent.backend", default="isaac_ppo") == "rl_games":
+        from isaac_ppo.rlgames import check_config as check_rl_games  # (imports no rl-games)
+
+        check_rl_games(cfg)
     for key in POSITIVE:
         value = OmegaConf.select(cfg, key)
         if value is not None and value < 1:

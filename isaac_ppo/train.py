@@ -156,6 +156,8 @@ def _hydra_message(error: Exception) -> str:
 
 def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # agent=rl_games: the task's PPO values (agent=${task}PPO) trained by rl-games instead of our learner
+    argv = ["agent.backend=rl_games" if a == "agent=rl_games" else a for a in argv]
     if _sim_choice(argv) in ("auto", "isaacgym"):
         preload.isaacgym_first()  # before anything imports torch
     if "capture_video=true" in argv:
@@ -251,6 +253,10 @@ def _train_or_play(cfg: Any, comm: Any, device: str) -> Any:
         from isaac_ppo.io.checkpoint import newest_last
 
         resume_from = newest_last(cfg.runs_dir, cfg.experiment or cfg.task.name)
+    if cfg.agent.get("backend", "isaac_ppo") == "rl_games":  # the same task, env and values, rl-games' learner
+        from isaac_ppo.rlgames import train_with_rl_games
+
+        return train_with_rl_games(cfg, env, run_dir)
     in_place = os.path.join(run_dir, "checkpoints", "last.pt")
     if not resume_from and os.path.exists(in_place):
         # a requeued SLURM job (or a pinned hydra.run.dir) starts where this directory's run stopped; starting

@@ -1,0 +1,450 @@
+"""agent=rl_games (agent.backend=rl_games): the task's PPO values trained by rl-games instead of our learner.
+
+The env is ours (the one isaac-ppo-train built: same task, same simulator, same pool, same seed); rl-games
+(Denys88/rl_games 1.6, IsaacGymEnvs' trainer, imported only here and only when asked for) is plugged in the way
+IsaacGymEnvs' train.py plugs in its RLGPUEnv: an ``IVecEnv`` registered with ``rl_games.common.vecenv`` and
+``rl_games.common.env_configurations``, a ``params`` tree like IsaacGymEnvs' ``cfg/train/<task>PPO.yaml``
+(written to ``<run_dir>/rl_games_params.yaml``), and ``rl_games.torch_runner.Runner``.
+
+Outputs, all inside the run directory:
+- ``metrics.jsonl`` (one row per rl-games epoch = one iteration) and ``metrics.json`` (the summary our
+  RunLogger writes, plus ``"agent": "rl_games"``), ``tb/`` with our TensorBoard tags and ``config.yaml``: what
+  isaac-ppo runs write, so ``isaac-ppo-report`` and TensorBoard put both agents side by side;
+- rl-games' own ``nn/`` (checkpoints: ``<Task>.pth`` whenever its mean reward improves, ``last_<Task>_ep_N_...pth``
+  every ``save_interval`` epochs and at the end) and ``summaries/`` (its TensorBoard events).
+
+What ``mean_return`` means, on both sides. Our runner's ``mean_return`` is the mean, over the active envs that
+have finished an episode, of each env's last finished episode return, in env reward units (before
+``agent.reward_scale``); ``mean_length`` likewise. Here the same quantity is computed by the same code
+(``EpisodeTracker``, updated by the vec env adapter from the rewards and resets it hands rl-games), so the
+two agents' ``mean_return`` columns are the same statistic of the same env. rl-games' own number is logged
+beside it as ``rl_games_mean_return`` / ``rl_games_mean_length``: its ``game_rewards`` / ``game_lengths``
+``AverageMeter``, a recency-weighted mean of about the last ``games_to_track`` (100) finished episodes over all
+envs (when k episodes end in one step, the meter keeps min(100 - k, n) of its old weight; k >= 100 replaces it
+by the mean of those k). Those rewards are unscaled too: rl-games accumulates ``current_rewards`` from the env's
+rewards before its ``reward_shaper`` (``scale_value`` = ``agent.reward_scale``) is applied (the shaped sum is its
+separate ``shaped_rewards`` tag). The meter differs from ours in what it averages: recent episodes, so envs
+whose episodes are short (a robot that falls) weigh more than in our one-episode-per-env mean, and it can read
+lower while some envs still fall early. When every env's episode ends together (time limits) the two are
+equal (Ant with episodeLength=20: 9.46 and 10.95 on both, to float32 rounding).
+
+Translated from ``cfg.agent`` (IsaacGymEnvs' rl-games key in brackets): horizon [horizon_length],
+minibatch_size, mini_epochs, learning_rate, lr_schedule (adaptive | linear | constant -> rl-games' ``None``,
+its identity scheduler), kl_threshold, gamma, lam [tau], clip [e_clip], clip_value, critic_coef, entropy_coef,
+bounds_loss_coef, truncate_grads, grad_norm, reward_scale [reward_shaper.scale_value], normalize_input,
+normalize_value, normalize_advantage, mixed_precision (on CUDA only: off on a CPU, as our learner), the
+budget [max_epochs = max_iterations, or max_env_steps // (num_envs x horizon), the smaller when both];
+network hidden/activation/separate/init_log_std [a ``continuous_a2c_logstd`` model, ``actor_critic`` network
+with ``mlp.units``/``mlp.activation``, ``separate``, fixed sigma initialised to init_log_std]. Fixed here:
+``value_bootstrap: True``, ``clip_actions: True``, ``schedule_type: legacy`` (IsaacGymEnvs'), ``score_to_win:
+.inf`` (no early stop), ``save_best_after: 0`` (``<Task>.pth`` whenever rl-games' own mean reward improves, as
+our best.pt does with ours), ``torch_compile: False`` (rl-games 1.6.5 compiles by default; our learner does not),
+``print_stats: False`` (our progress line is printed instead). rl-games' torch threads follow ours:
+``collect_torch_threads`` while it plays steps, ``torch_threads`` for its update.
+
+Known differences of rl-games' algorithm (1.6.5; not ours to change): a time-out is bootstrapped with the
+value of the observation before the last step (ours: of the observation that ended the episode,
+``final_obs``); its minibatches are the same contiguous slices of the batch every epoch (``PPODataset`` without
+``permute``; ours are reshuffled); its KL, which drives the adaptive learning rate and is logged as ``kl``, is
+the change of the policy on a minibatch since that minibatch's previous epoch (``update_mu_sigma``), ours the
+change since the update's start, so the two ``kl`` columns are different quantities; its ``play_time``
+(``collect_s`` here) includes GAE (ours counts GAE in ``update_s``).
+
+Refused in one line (``check_config``): a scheduler other than the fixed synchronous one (rl-games collects
+``num_envs x horizon`` every epoch, synchronously), ``multi_gpu=true`` (not wired here), ``resume=`` and
+``checkpoint=`` (rl-games' checkpoints are not ours; no resume here) and ``test=true`` (when called with it).
+Not refused, simply not
+measured: diagnostics (``diagnostics.*`` is ignored: the probe needs our model). A stop signal (SIGTERM,
+Ctrl-C, SIGUSR2) ends the run at the end of the epoch with rl-games' last checkpoint saved and
+``stopped_by`` set; it is not handed on to submitit (there is no resume to requeue into).
+"""
+from __future__ import annotations
+
+import glob
+import inspect
+import math
+import os
+import random
+import signal
+import time
+from typing import Any, Dict, List, Optional
+
+from isaac_ppo.errors import UserError
+
+MISSING = "agent=rl_games needs rl-games: pip install 'isaac-ppo[rl_games]'"
+ENV_NAME = "isaac_ppo"  # rl-games' env_configurations key (IsaacGymEnvs: rlgpu)
+VECENV_TYPE = "ISAAC_PPO"  # rl-games' vecenv type (IsaacGymEnvs: RLGPU)
+FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGUSR2") if hasattr(signal, name))
+
+
+def check_config(cfg: Any) -> None:
+    """Refuse, in one line, what rl-games cannot do here."""
+    from omegaconf import OmegaConf
+
+    target = OmegaConf.select(cfg, "scheduler._target_", default=FIXED_SCHEDULER)
+    mode = OmegaConf.select(cfg, "scheduler.mode", default="sync")
+    if target != FIXED_SCHEDULER:
+        raise UserError(
+            f"agent.backend=rl_games collects num_envs x agent.horizon every epoch: scheduler._target_={target} "
+            "is ours only (use scheduler=fixed)"
+        )
+    if mode != "sync":
+        raise UserError(
+            f"agent.backend=rl_games collects synchronously: scheduler.mode={mode} is ours only (use scheduler=fixed)"
+        )
+    if cfg.get("multi_gpu"):
+        raise UserError("agent.backend=rl_games with multi_gpu=true is not wired here: drop one of them")
+    if cfg.get("test"):
+        raise UserError("test=true plays our checkpoints: drop agent.backend=rl_games (rl-games' own are in <run>/nn/)")
+    for key in ("resume", "checkpoint"):
+        if cfg.get(key):
+            raise UserError(f"agent.backend=rl_games does not resume or load weights here: drop {key}={cfg.get(key)}")
+
+
+def _import_rl_games() -> Any:
+    try:
+        import rl_games
+        from rl_games.common import env_configurations, vecenv  # noqa: F401
+        from rl_games.torch_runner import Runner  # noqa: F401
+    except ImportError as error:
+        missing = getattr(error, "name", None) or ""
+        raise UserError(MISSING if missing.split(".")[0] in ("rl_games", "") else f"{MISSING} ({error})") from None
+    return rl_games
+
+
+def rl_games_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("rl-games")
+    except Exception:  # not installed as a distribution (a checkout on sys.path)
+        import rl_games
+
+        return str(getattr(rl_games, "__version__", "unknown"))
+
+
+def max_epochs(cfg: Any, num_envs: int) -> int:
+    """rl-games' max_epochs from our budgets: max_iterations, or the whole batches max_env_steps allows."""
+    from isaac_ppo.config import budgets
+
+    max_iterations, max_env_steps = budgets(cfg)
+    limits = [] if max_iterations is None else [int(max_iterations)]
+    if max_env_steps is not None:
+        limits.append(int(max_env_steps) // (num_envs * int(cfg.agent.horizon)))
+    epochs = min(limits)
+    if epochs < 1:
+        batch = num_envs * int(cfg.agent.horizon)
+        raise UserError(f"max_env_steps={max_env_steps} is smaller than one batch ({batch} env steps)")
+    return epochs
+
+
+def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = None) -> Dict[str, Any]:
+    """rl-games' `params` tree for cfg.agent (IsaacGymEnvs' cfg/train/<task>PPO.yaml is the model); device:
+    the env's (its tensors are rl-games' observations), default cfg.device."""
+    agent, net = cfg.agent, cfg.agent.network
+    device = str(device or cfg.device)
+    run_dir = os.path.abspath(run_dir)
+    schedule = str(agent.lr_schedule)
+    return {
+        "seed": int(cfg.seed),
+        "torch_threads": int(cfg.torch_threads),
+        "algo": {"name": "a2c_continuous"},
+        "model": {"name": "continuous_a2c_logstd"},
+        "network": {
+            "name": "actor_critic",
+            "separate": bool(net.separate),
+            "space": {
+                "continuous": {
+                    "mu_activation": "None",
+                    "sigma_activation": "None",
+                    "mu_init": {"name": "default"},
+                    "sigma_init": {"name": "const_initializer", "val": float(net.init_log_std)},
+                    "fixed_sigma": True,
+                }
+            },
+            "mlp": {
+                "units": [int(u) for u in net.hidden],
+                "activation": str(net.activation),
+                "d2rl": False,
+                "initializer": {"name": "default"},
+                "regularizer": {"name": "None"},
+            },
+        },
+        "config": {
+            "name": str(cfg.task.name),
+            # rl-games writes <train_dir>/<full_experiment_name>/{nn,summaries}: the run directory itself
+            "train_dir": os.path.dirname(run_dir),
+            "full_experiment_name": os.path.basename(run_dir),
+            "env_name": ENV_NAME,
+            "device": device,
+            "multi_gpu": False,
+            "ppo": True,
+            "mixed_precision": bool(agent.mixed_precision) and device.startswith("cuda"),
+            "normalize_input": bool(agent.normalize_input),
+            "normalize_value": bool(agent.normalize_value),
+            "normalize_advantage": bool(agent.normalize_advantage),
+            "value_bootstrap": True,
+            "num_actors": int(num_envs),
+            "reward_shaper": {"scale_value": float(agent.reward_scale)},
+            "gamma": float(agent.gamma),
+            "tau": float(agent.lam),
+            "learning_rate": float(agent.learning_rate),
+            "lr_schedule": None if schedule == "constant" else schedule,
+            "schedule_type": "legacy",
+            "kl_threshold": float(agent.kl_threshold),
+            "score_to_win": float("inf"),
+            "max_epochs": max_epochs(cfg, num_envs),
+            "save_best_after": 0,
+            "save_frequency": int(cfg.save_interval),
+            "print_stats": False,
+            "grad_norm": float(agent.grad_norm),
+            "entropy_coef": float(agent.entropy_coef),
+            "truncate_grads": bool(agent.truncate_grads),
+            "e_clip": float(agent.clip),
+            "clip_value": bool(agent.clip_value),
+            "clip_actions": True,
+            "horizon_length": int(agent.horizon),
+            "minibatch_size": int(agent.minibatch_size),
+            "mini_epochs": int(agent.mini_epochs),
+            "critic_coef": float(agent.critic_coef),
+            "bounds_loss_coef": float(agent.bounds_loss_coef),
+            "games_to_track": 100,
+            "torch_compile": False,
+        },
+    }
+
+
+def _vec_env_class() -> Any:
+    """The IVecEnv adapter (made on demand: rl-games is imported only when used)."""
+    from rl_games.common.ivecenv import IVecEnv
+
+    try:
+        from rl_games.common.gym_compat import spaces  # rl-games >= 1.6.5: gymnasium (gym on Python 3.8)
+    except ImportError:
+        from gym import spaces  # older 1.6.x
+
+    import numpy as np
+
+    from isaac_ppo.envs.episodes import EpisodeTracker
+
+    class IsaacPpoVecEnv(IVecEnv):
+        """Our VecEnv as rl-games sees an IsaacGymEnvs task through RLGPUEnv: obs dicts of torch tensors on the
+        env's device, step -> (obs_dict, rewards, resets, extras) with extras['time_outs']. Episode returns
+        and lengths are tracked here exactly as our collector tracks them."""
+
+        def __init__(self, env: Any):
+            self.env = env
+            self.tracker = EpisodeTracker(env.num_envs, env.device)
+            self.diverged = 0
+            self.observation_space = spaces.Box(-np.inf, np.inf, (env.num_obs,), dtype=np.float32)
+            self.action_space = spaces.Box(-1.0, 1.0, (env.num_actions,), dtype=np.float32)
+
+        def step(self, actions: Any) -> Any:
+            obs_dict, rewards, resets, extras = self.env.step(actions)
+            self.tracker.update(rewards, resets)
+            self.diverged += int(extras.get("diverged", 0))
+            return obs_dict, rewards, resets, extras
+
+        def reset(self) -> Any:
+            return self.env.reset()
+
+        def get_number_of_agents(self) -> int:
+            return 1
+
+        def get_env_info(self) -> Dict[str, Any]:
+            return {"observation_space": self.observation_space, "action_space": self.action_space,
+                    "agents": 1, "value_size": 1}
+
+    return IsaacPpoVecEnv
+
+
+def register_env(env: Any) -> Any:
+    """Register our already built env with rl-games (as IsaacGymEnvs' train.py registers RLGPUEnv); returns
+    the adapter rl-games will step."""
+    from rl_games.common import env_configurations, vecenv
+
+    adapter = _vec_env_class()(env)
+
+    def create(config_name: str, num_actors: int, **kwargs: Any) -> Any:
+        if num_actors != env.num_envs:
+            raise UserError(f"rl-games asked for {num_actors} actors, the env has {env.num_envs}")
+        return adapter
+
+    vecenv.register(VECENV_TYPE, create)
+    env_configurations.register(ENV_NAME, {"vecenv_type": VECENV_TYPE, "env_creator": lambda **kwargs: env})
+    return adapter
+
+
+def _observer_class() -> Any:
+    from rl_games.common.algo_observer import AlgoObserver
+
+    class MetricsObserver(AlgoObserver):
+        """Writes our metrics.jsonl row (and TensorBoard tags, progress line) once per rl-games epoch.
+
+        rl-games hands its observer only (frame, epoch, total_time); its epoch's timings, losses, KL and
+        learning rate are the arguments of ``algo.write_stats``, which this observer wraps on the agent
+        instance (and calls on unchanged). It also wraps ``algo.play_steps`` to give collection our
+        collect_torch_threads. A stop request ends the run at the end of the epoch it arrives in: max_epochs
+        is set to that epoch, so rl-games saves its last checkpoint and returns."""
+
+        def __init__(self, adapter: Any, logger: Any, collect_threads: int, update_threads: int):
+            super().__init__()
+            self.adapter = adapter
+            self.logger = logger
+            self.collect_threads = collect_threads
+            self.update_threads = update_threads
+            self.algo: Any = None
+            self.stats: Dict[str, Any] = {}
+            self.stop_requested: Optional[str] = None
+            self.epochs_logged = 0
+            self.nn_dir: Optional[str] = None
+
+        def after_init(self, algo: Any) -> None:
+            self.algo = algo
+            self.nn_dir = algo.nn_dir
+            original_stats = algo.write_stats
+            signature = inspect.signature(original_stats)
+
+            def write_stats(*args: Any, **kwargs: Any) -> Any:
+                self.stats = dict(signature.bind(*args, **kwargs).arguments)
+                return original_stats(*args, **kwargs)
+
+            algo.write_stats = write_stats
+
+            original_play = algo.play_steps
+
+            def play_steps() -> Any:
+                import torch
+
+                torch.set_num_threads(self.collect_threads)
+                try:
+                    return original_play()
+                finally:
+                    torch.set_num_threads(self.update_threads)
+
+            algo.play_steps = play_steps
+
+        def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
+            self.logger.log(self.row(epoch_num, total_time))
+            self.epochs_logged += 1
+            if self.stop_requested is not None:
+                self.algo.max_epochs = epoch_num  # rl-games saves last_<name>_ep_<epoch_num> and returns
+
+        def row(self, epoch_num: int, total_time: float) -> Dict[str, Any]:
+            from rl_games.algos_torch import torch_ext
+
+            algo, stats = self.algo, self.stats
+            steps = int(stats.get("curr_frames", algo.curr_frames))
+            play_s, update_s = float(stats.get("play_time", math.nan)), float(stats.get("update_time", math.nan))
+            step_s = float(stats.get("step_time", math.nan))
+            finished = self.adapter.tracker.drain()
+            recent = self.adapter.tracker.recent()
+            diverged, self.adapter.diverged = self.adapter.diverged, 0
+
+            def mean(key: str) -> float:
+                values = stats.get(key)
+                return float(torch_ext.mean_list(values).item()) if values else math.nan
+
+            if algo.game_rewards.current_size > 0:
+                rlg_return = float(algo.game_rewards.get_mean().reshape(-1)[0])
+                rlg_length = float(algo.game_lengths.get_mean().reshape(-1)[0])
+            else:
+                rlg_return = rlg_length = math.nan
+            iteration_s = play_s + update_s
+            return {
+                "iteration": epoch_num - 1, "env_steps": int(algo.frame), "wall_s": round(float(total_time), 3),
+                "num_envs": int(algo.num_actors), "rollout_length": int(algo.horizon_length),
+                "batch_size": int(algo.batch_size), "epochs": int(algo.mini_epochs_num),
+                "minibatch_size": int(algo.minibatch_size), "mode": "sync", "staleness": 0,
+                "mean_return": recent["mean_return"], "mean_length": recent["mean_length"],
+                "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
+                "rl_games_mean_return": rlg_return, "rl_games_mean_length": rlg_length,
+                "diverged": diverged,
+                "collect_s": round(play_s, 4), "update_s": round(update_s, 4), "iteration_s": round(iteration_s, 4),
+                "env_step_s": round(step_s, 4),
+                "fps_collect": steps / play_s, "fps_update": steps / update_s, "fps": steps / iteration_s,
+                "actor_loss": mean("a_losses"), "critic_loss": mean("c_losses"), "entropy": mean("entropies"),
+                "kl": mean("kls"),
+                "lr": float(stats.get("last_lr", math.nan)) * float(stats.get("lr_mul", 1.0)),
+                "agent": "rl_games",
+            }
+
+        def request_stop(self, signum: int, frame: Any) -> None:
+            if self.stop_requested is not None:  # a second signal: stop now
+                raise KeyboardInterrupt
+            self.stop_requested = signal.Signals(signum).name
+            print(f"\n{self.stop_requested}: stopping rl-games at the end of this epoch (again to abort)")
+
+    return MetricsObserver
+
+
+def last_checkpoint(nn_dir: Optional[str]) -> Optional[str]:
+    """rl-games' newest last_<name>_ep_N_rew_R.pth in nn_dir (written at the end of a run and every
+    save_frequency epochs), else its newest checkpoint of any name."""
+    if not nn_dir:
+        return None
+    for pattern in ("last_*.pth", "*.pth"):
+        paths = glob.glob(os.path.join(nn_dir, pattern))
+        if paths:
+            return max(paths, key=lambda path: (os.path.getmtime(path), path))
+    return None
+
+
+def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
+    """Train cfg.task on env (our VecEnv, already built) with rl-games; returns the metrics.json summary."""
+    check_config(cfg)
+    _import_rl_games()
+    import numpy as np
+    import torch
+    import yaml
+    from omegaconf import OmegaConf
+    from rl_games.torch_runner import Runner
+
+    from isaac_ppo.io.logger import RunLogger
+
+    params = build_params(cfg, env.num_envs, run_dir, str(getattr(env, "device", "") or cfg.device))
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "config.yaml"), "w") as f:
+        f.write(OmegaConf.to_yaml(cfg, resolve=True))
+    with open(os.path.join(run_dir, "rl_games_params.yaml"), "w") as f:
+        f.write("# rl-games' params for this run, translated from cfg.agent by isaac_ppo/rlgames.py\n")
+        yaml.safe_dump({"params": params}, f, sort_keys=False)
+
+    seed = int(cfg.seed)  # rl-games seeds only a truthy seed: seed 0 is seeded here
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+    adapter = register_env(env)
+    epochs = int(params["config"]["max_epochs"])
+    logger = RunLogger(run_dir, cfg.task.name, epochs)
+    observer = _observer_class()(adapter, logger, int(cfg.collect_torch_threads), int(cfg.torch_threads))
+    sim = "isaacgym" if type(env).__name__ == "IsaacGymVecEnv" else "mujoco"
+    print(f"[{cfg.task.name}] training with rl-games {rl_games_version()} on {sim} with {env.num_envs} envs; "
+          f"results in {run_dir}")
+    previous = {sig: signal.signal(sig, observer.request_stop) for sig in STOP_SIGNALS}
+    started = time.perf_counter()
+    try:
+        runner = Runner(algo_observer=observer)
+        runner.load({"params": params})
+        runner.reset()
+        runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
+        extra = {
+            "last_checkpoint": last_checkpoint(observer.nn_dir), "stopped_by": observer.stop_requested,
+            "agent": "rl_games", "rl_games_version": rl_games_version(),
+            "process_s": round(time.perf_counter() - started, 3),
+        }
+        summary = logger.summary(extra)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        logger.close()
+    if observer.stop_requested:
+        print(f"stopped by {observer.stop_requested} after iteration {observer.epochs_logged}; "
+              f"checkpoint {summary['last_checkpoint']}")
+    print(f"[{cfg.task.name}] done (rl-games): final mean return {summary['final_mean_return']}, "
+          f"best {summary['best_mean_return']}; results in {run_dir}")
+    return summary
+
+
+__all__: List[str] = ["check_config", "build_params", "register_env", "train_with_rl_games"]
