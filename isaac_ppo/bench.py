@@ -4,9 +4,21 @@
 
   isaac-ppo-bench train task=Ant [iterations=5 and any isaac-ppo-train override]
 
+  isaac-ppo-bench peers task=Ant [mode=throughput|learning seeds=0,1,2 iterations=N and any isaac-ppo-train override]
+
 ``train`` times collection alone (rollout and GAE), the update alone, and full training iterations at the
 task's default size, and reports ``collect_s``, ``update_s``, ``iteration_s`` (means) and
 ``env_steps_per_s``.
+
+``peers`` trains the task with isaac-ppo and with rl-games (``agent.backend=rl_games``: the same env, batch,
+network and hyper-parameters, cfg/agent/<task>PPO.yaml), alternating per seed (isaac-ppo seed s, rl-games
+seed s, next seed), each a subprocess of isaac-ppo-train with ``diagnostics=off`` in one runs_dir under /tmp,
+and compares their metrics.jsonl: ``env_steps_per_s`` (env steps / wall time of the iterations after the
+first: each learner's own clock, collection and update), mean ``collect_s`` and ``update_s`` over those
+iterations (rl-games' are its epoch's ``play_time``, which includes GAE, and ``update_time``, the arguments
+of its ``write_stats``), and ``mean_return`` at the last env-step count every run reached (mean over seeds).
+``mode=throughput`` (default): seed 0, 10 iterations; ``mode=learning``: seeds 0,1,2, the task's
+``agent.max_epochs``. It prints a table, one JSON line per run, and last the comparison as one JSON object.
 
 nthread sets MuJoCo's batch threads (default: one per CPU), torch_threads torch's intra-op threads (default:
 torch's own). On a CPU both pools share the same cores.
@@ -28,8 +40,13 @@ from isaac_ppo import preload
 USAGE = (
     "usage: isaac-ppo-bench sim task=NAME [num_envs=N steps=N sim=auto|mujoco|isaacgym seed=N device=D "
     "nthread=N torch_threads=N raw=true|false]\n"
-    "       isaac-ppo-bench train task=NAME [iterations=N and any isaac-ppo-train override]"
+    "       isaac-ppo-bench train task=NAME [iterations=N and any isaac-ppo-train override]\n"
+    "       isaac-ppo-bench peers task=NAME [mode=throughput|learning seeds=0,1,2 iterations=N and any "
+    "isaac-ppo-train override]"
 )
+MODES = ("sim", "train", "peers")
+PEERS = ("isaac_ppo", "rl_games")  # agent.backend values, in the order each seed runs them
+PEER_MODES = {"throughput": {"seeds": "0", "iterations": 10}, "learning": {"seeds": "0,1,2", "iterations": None}}
 
 SIM_DEFAULTS: Dict[str, Any] = {
     "task": "Ant", "num_envs": None, "steps": 200, "sim": "auto", "seed": 0, "device": "cpu",
@@ -188,6 +205,168 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
     }
 
 
+def peers_args(argv: List[str]) -> Dict[str, Any]:
+    """peers' own keys (task, mode, seeds, iterations) and the isaac-ppo-train overrides passed on to both."""
+    from isaac_ppo.errors import UserError
+
+    own = {"task": "Ant", "mode": "throughput", "seeds": None, "iterations": None}
+    overrides = []
+    for word in argv:
+        key, sep, value = word.partition("=")
+        if not sep or word.startswith("-"):
+            raise UserError(f"unknown argument {word!r}: peers takes key=value words (see --help)")
+        if key in own:
+            own[key] = value
+        elif key in ("seed", "agent", "agent.backend", "max_iterations", "runs_dir", "experiment", "test"):
+            raise UserError(f"{key}= is set by peers itself: use seeds=..., iterations=... instead")
+        else:
+            overrides.append(word)
+    if own["mode"] not in PEER_MODES:
+        raise UserError(f"mode={own['mode']!r} is not one of: {', '.join(PEER_MODES)}")
+    defaults = PEER_MODES[own["mode"]]
+    seeds_text = own["seeds"] if own["seeds"] is not None else defaults["seeds"]
+    try:
+        seeds = [int(s) for s in str(seeds_text).split(",") if s.strip()]
+        iterations = int(own["iterations"]) if own["iterations"] is not None else defaults["iterations"]
+    except ValueError:
+        raise UserError(f"seeds={seeds_text!r} and iterations={own['iterations']!r} must be integers") from None
+    if not seeds or (iterations is not None and iterations < 1):
+        raise UserError("peers needs at least one seed and iterations >= 1")
+    return {"task": own["task"], "mode": own["mode"], "seeds": seeds, "iterations": iterations,
+            "overrides": overrides}
+
+
+def _train_command() -> List[str]:
+    import os
+
+    script = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
+    return [script] if os.path.isfile(script) else [sys.executable, "-m", "isaac_ppo.train"]
+
+
+def run_peer(backend: str, seed: int, args: Dict[str, Any], runs_dir: str) -> Dict[str, Any]:
+    """One isaac-ppo-train subprocess; its metrics.jsonl rows, metrics.json and wall time."""
+    import glob
+    import os
+    import subprocess
+
+    from isaac_ppo.errors import UserError
+
+    experiment = f"peers_{backend}_s{seed}"
+    script = _train_command()
+    command = script + [
+        f"task={args['task']}", f"seed={seed}", f"agent.backend={backend}", f"runs_dir={runs_dir}",
+        f"experiment={experiment}", "diagnostics=off",
+    ] + ([f"max_iterations={args['iterations']}"] if args["iterations"] is not None else []) + args["overrides"]
+    print(f"[peers] {backend} seed {seed}: isaac-ppo-train {' '.join(command[len(script):])}", flush=True)
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    process_s = time.perf_counter() - started
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        raise UserError(f"{backend} seed {seed} failed (exit {done.returncode}): {lines[-1] if lines else ''}")
+    found = sorted(glob.glob(os.path.join(runs_dir, experiment, "*")))
+    if not found:
+        raise UserError(f"{backend} seed {seed} left no run directory under {os.path.join(runs_dir, experiment)}")
+    run_dir = found[-1]
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        summary = json.load(f)
+    return {"backend": backend, "seed": seed, "run_dir": run_dir, "rows": rows, "summary": summary,
+            "process_s": process_s}
+
+
+def peer_stats(run: Dict[str, Any]) -> Dict[str, Any]:
+    """A run's throughput over its iterations after the first (the first pays for warm-up)."""
+    rows = run["rows"]
+    timed = rows[1:] if len(rows) > 1 else rows
+    before = rows[0] if len(rows) > 1 else {"env_steps": 0, "wall_s": 0.0}
+    steps = rows[-1]["env_steps"] - before["env_steps"]
+    seconds = rows[-1]["wall_s"] - before["wall_s"]
+
+    def mean(key: str) -> Optional[float]:
+        values = [r[key] for r in timed if isinstance(r.get(key), (int, float))]
+        return round(sum(values) / len(values), 4) if values else None
+
+    return {"env_steps_per_s": round(steps / seconds) if seconds > 0 else None, "collect_s": mean("collect_s"),
+            "update_s": mean("update_s"), "iteration_s": mean("iteration_s"), "iterations": len(rows),
+            "env_steps": rows[-1]["env_steps"], "process_s": round(run["process_s"], 2)}
+
+
+def return_at(rows: List[Dict[str, Any]], env_steps: int) -> Optional[float]:
+    """mean_return of the last row at or before env_steps (None when no episode had finished)."""
+    value = None
+    for row in rows:
+        if row["env_steps"] <= env_steps:
+            value = row.get("mean_return")
+    return value
+
+
+def bench_peers(args: Dict[str, Any]) -> Dict[str, Any]:
+    import tempfile
+
+    runs_dir = tempfile.mkdtemp(prefix="isaac-ppo-peers-")
+    runs = []
+    for seed in args["seeds"]:  # alternating: a drift in the machine's load hits both agents alike
+        for backend in PEERS:
+            run = run_peer(backend, seed, args, runs_dir)
+            run["stats"] = peer_stats(run)
+            runs.append(run)
+            print(json.dumps(dict({"bench": "peers_run", "task": args["task"], "agent": backend, "seed": seed},
+                                  **run["stats"], run_dir=run["run_dir"])), flush=True)
+    common = min(run["rows"][-1]["env_steps"] for run in runs)  # the last env-step count every run reached
+    first = runs[0]["rows"][0]
+    agents: Dict[str, Any] = {}
+    for backend in PEERS:
+        mine = [run for run in runs if run["backend"] == backend]
+        returns = [r for r in (return_at(run["rows"], common) for run in mine) if r is not None]
+
+        def mean(key: str) -> Optional[float]:
+            values = [run["stats"][key] for run in mine if run["stats"][key] is not None]
+            return round(sum(values) / len(values), 4) if values else None
+
+        rate = mean("env_steps_per_s")
+        agents[backend] = {
+            "env_steps_per_s": round(rate) if rate is not None else None, "collect_s": mean("collect_s"),
+            "update_s": mean("update_s"), "iteration_s": mean("iteration_s"), "process_s": mean("process_s"),
+            "mean_return_at_common_steps": round(sum(returns) / len(returns), 3) if returns else None,
+            "runs": len(mine),
+        }
+    ours, theirs = agents["isaac_ppo"]["env_steps_per_s"], agents["rl_games"]["env_steps_per_s"]
+    result = {
+        "bench": "peers", "task": args["task"], "mode": args["mode"], "seeds": args["seeds"],
+        "iterations": args["iterations"], "num_envs": first["num_envs"], "rollout_length": first["rollout_length"],
+        "batch_size": first["batch_size"], "overrides": args["overrides"], "common_env_steps": common,
+        "agents": agents, "speedup": round(ours / theirs, 3) if ours and theirs else None, "runs_dir": runs_dir,
+    }
+    _print_peers_table(result)
+    return result
+
+
+def _print_peers_table(result: Dict[str, Any]) -> None:
+    def cell(value: Any, digits: int = 3) -> str:
+        if value is None:
+            return "-"
+        return f"{value:,.0f}" if isinstance(value, int) or abs(value) >= 1000 else f"{value:.{digits}f}"
+
+    seeds = ",".join(str(s) for s in result["seeds"])
+    print(f"\n[peers] {result['task']}: {result['num_envs']} envs x {result['rollout_length']} steps, "
+          f"{result['iterations'] or 'agent.max_epochs'} iterations, seeds {seeds}; runs in {result['runs_dir']}")
+    header = ["agent", "env-steps/s", "collect_s", "update_s", "iteration_s",
+              f"return @ {result['common_env_steps']:,} steps"]
+    lines = [header]
+    for backend, stats in result["agents"].items():
+        lines.append([backend, cell(stats["env_steps_per_s"]), cell(stats["collect_s"]), cell(stats["update_s"]),
+                      cell(stats["iteration_s"]), cell(stats["mean_return_at_common_steps"], 2)])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        cells = [text.ljust(width) if i == 0 else text.rjust(width) for i, (text, width) in enumerate(zip(line, widths))]
+        print("  ".join(cells))
+    if result["speedup"]:
+        print(f"isaac-ppo / rl-games env-steps/s: {result['speedup']:.2f}x")
+    sys.stdout.flush()
+
+
 def _mean_time(fn: Any, repeats: int) -> float:
     total = 0.0
     for _ in range(repeats):
@@ -203,8 +382,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(USAGE)
         return 0 if argv else 2
     mode, rest = argv[0], argv[1:]
-    if mode not in ("sim", "train"):
-        print(f"isaac-ppo-bench: unknown mode {mode!r}; available: sim, train\n{USAGE}", file=sys.stderr)
+    if mode not in MODES:
+        print(f"isaac-ppo-bench: unknown mode {mode!r}; available: {', '.join(MODES)}\n{USAGE}", file=sys.stderr)
         return 2
     from isaac_ppo.errors import UserError
 
@@ -214,6 +393,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             if args["sim"] in ("auto", "isaacgym"):
                 preload.isaacgym_first()
             result = bench_sim(args)
+        elif mode == "peers":
+            result = bench_peers(peers_args(rest))
         else:
             iterations = [w for w in rest if w.startswith("iterations=")]
             overrides = [w for w in rest if not w.startswith("iterations=")]
