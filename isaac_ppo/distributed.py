@@ -64,9 +64,9 @@ class Local:
     def average_gradients(self, parameters: Iterable[torch.nn.Parameter], riders: torch.Tensor) -> torch.Tensor:
         """Average the parameters' gradients over ranks in one all-reduce of one flat buffer; `riders` (a few
         scalars, e.g. the minibatch's KL and loss) are averaged in the same call and returned."""
-        grads = [p.grad for p in parameters if p.grad is not None]
-        if self.world_size == 1:
+        if self.world_size == 1:  # (every PPO minibatch comes here: nothing to gather in one process)
             return riders
+        grads = [p.grad for p in parameters if p.grad is not None]
         flat = torch.cat([g.reshape(-1) for g in grads] + [riders.reshape(-1).to(grads[0].dtype)])
         self.all_reduce_mean_(flat)
         offset = 0

@@ -69,22 +69,28 @@ def _sim_choice(argv: List[str]) -> str:
 
 def compose_config(overrides: List[str]) -> Any:
     """The validated config for overrides, composed as isaac-ppo-train would; mistakes raise UserError."""
+    from isaac_ppo.config import validate
+
+    cfg = _compose(overrides)
+    validate(cfg)
+    return cfg
+
+
+def _compose(overrides: List[str], with_hydra: bool = False) -> Any:
+    """Hydra's composition of the config (with its hydra node when asked), errors as one-line UserErrors."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from isaac_ppo.config import validate
     from isaac_ppo.errors import UserError
 
     _register_resolvers()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
-            cfg = compose(config_name="config", overrides=overrides)
+            return compose(config_name="config", overrides=overrides, return_hydra_config=with_hydra)
     except Exception as error:  # Hydra's composition errors: keep their first line, name the override
         raise UserError(_hydra_message(error)) from None
     finally:
         GlobalHydra.instance().clear()
-    validate(cfg)
-    return cfg
 
 
 def _prevalidate(overrides: List[str]) -> None:
@@ -128,18 +134,7 @@ def _prevalidate_sweep(overrides: List[str]) -> None:
 
 def _sweeper_params(overrides: List[str]) -> Any:
     """The preset's hydra.sweeper.params (key -> comma-separated values), {} without one."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    from isaac_ppo.errors import UserError
-
-    try:
-        with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
-            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
-    except Exception as error:
-        raise UserError(_hydra_message(error)) from None
-    finally:
-        GlobalHydra.instance().clear()
+    cfg = _compose(overrides, with_hydra=True)
     return {str(k): str(v) for k, v in (cfg.hydra.sweeper.params or {}).items()}
 
 
