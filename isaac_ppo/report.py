@@ -28,6 +28,9 @@ COMPLETE, STOPPED, CRASHED, EMPTY = "complete", "stopped", "crashed or running",
 MAX_CURVE_POINTS = 200
 # folders inside a run that never hold runs: pruned to keep the walk over big sweeps quick
 NOT_RUNS = {".hydra", "tb", "checkpoints", "__pycache__"}
+# overrides that say where a run writes, not how it trains: never a group key, so runs named per seed
+# (experiment=ant_s0, ant_s1) or gathered from several runs_dirs pool like any seeds of one setting
+OUTPUT_KEYS = {"experiment", "runs_dir", "hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir"}
 # bounds the (reps, runs, points) resample array the bootstrap holds at once
 BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
 
@@ -150,7 +153,7 @@ def load_run(path: str) -> Run:
     import yaml
 
     with open(os.path.join(path, ".hydra", "overrides.yaml")) as f:
-        overrides = parse_overrides(yaml.safe_load(f) or [])
+        overrides = {k: v for k, v in parse_overrides(yaml.safe_load(f) or []).items() if k not in OUTPUT_KEYS}
     config = _read_yaml(os.path.join(path, "config.yaml"))
     task = str(_get(config, "task.name") or overrides.get("task", ""))
     seed = _get(config, "seed")

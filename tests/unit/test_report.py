@@ -360,3 +360,20 @@ def test_a_key_left_at_its_default_takes_the_value_the_run_used(tmp_path, capsys
     assert sorted(groups) == ["isaac_ppo", "rl_games"]
     assert float(groups["isaac_ppo"]["iqm"]) == 10.5 and float(groups["rl_games"]["iqm"]) == 20.5
     assert "scheduler=fixed" in capsys.readouterr().out  # the same choice either way: a common setting
+
+
+def test_run_names_and_output_folders_are_not_group_keys(tmp_path):
+    """isaac-ppo-bench peers names each run peers_<agent>_s<seed>, and runs gathered from two sessions sit under
+    two runs_dirs: neither says how a run trains, so the seeds of one agent still pool into one group."""
+    for seed in (0, 1, 2):
+        for backend, final in (("isaac_ppo", 10.0), ("rl_games", 20.0)):
+            session = "a" if seed == 0 else "b"
+            make_run(str(tmp_path / session / f"peers_{backend}_s{seed}"),
+                     ["task=Ant", f"seed={seed}", f"agent.backend={backend}", f"runs_dir=/runs/{session}",
+                      f"experiment=peers_{backend}_s{seed}", "diagnostics=off"], [final + seed], seed=seed)
+    assert main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    with open(tmp_path / "out" / "report.csv") as f:
+        groups = {row["agent.backend"]: row for row in csv.DictReader(f)}
+    assert sorted(groups) == ["isaac_ppo", "rl_games"]
+    assert "experiment" not in groups["isaac_ppo"] and "runs_dir" not in groups["isaac_ppo"]
+    assert float(groups["isaac_ppo"]["iqm"]) == 11.0 and float(groups["rl_games"]["iqm"]) == 21.0
