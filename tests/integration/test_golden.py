@@ -1,0 +1,112 @@
+"""Behaviour pinned across refactors: three Ant iterations (synchronous, concurrent, concurrent resumed in
+the middle, and synchronous with 20-step episodes so that returns and lengths are logged) must log the same metrics.jsonl values as the code that wrote tests/golden/ant_3_iterations.json.
+
+The golden file was written by the code before the house refactor (issue 16) with
+
+    ISAAC_PPO_WRITE_GOLDEN=1 pytest tests/integration/test_golden.py
+
+Every logged value but wall-clock timings is compared: returns, lengths, losses, KL, lr, plans, diagnostics.
+On a CPU whose torch kernels are the ones the file was written with (torch's cpu capability, e.g. AVX512) the
+comparison is bit for bit; on another (AVX2) float32 sums are rounded in another order, so it is to 1e-4
+relative (the test says which).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
+GOLDEN = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "ant_3_iterations.json")
+BASE = ["task=Ant", "num_envs=256", "agent.minibatch_size=1024", "seed=0", "sim=mujoco"]
+# wall-clock measurements: the only values allowed to differ between two runs of the same code
+TIMING = {"wall_s", "collect_s", "wait_s", "update_s", "iteration_s", "fps", "fps_collect", "fps_update",
+          "diagnostics_s", "probe_s"}
+
+
+def _cpu_capability() -> str:
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except AttributeError:  # older torch
+        return "unknown"
+
+
+def _train(tmp_path, name, *overrides):
+    result = subprocess.run(
+        [SCRIPT, f"runs_dir={tmp_path / 'runs'}", f"experiment={name}", *BASE, *overrides],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = os.listdir(tmp_path / "runs" / name)
+    return str(tmp_path / "runs" / name / run_dir)
+
+
+def _rows(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+
+
+def _runs(tmp_path):
+    sync = _rows(_train(tmp_path, "sync", "max_iterations=3"))
+    concurrent = _rows(_train(tmp_path, "concurrent", "max_iterations=3", "scheduler=concurrent"))
+    first = _train(tmp_path, "first_part", "max_iterations=2", "scheduler=concurrent")
+    resumed = _train(tmp_path, "resumed", "max_iterations=3", "scheduler=concurrent",
+                     f"resume={os.path.join(first, 'checkpoints', 'last.pt')}")
+    # Ant's episodes outlive 3 iterations: 20-step ones make the episode statistics part of the comparison
+    short = _rows(_train(tmp_path, "short_episodes", "max_iterations=3", "task.env.episodeLength=20"))
+    return {"sync": sync, "concurrent": concurrent, "resumed": _rows(first) + _rows(resumed),
+            "short_episodes": short}
+
+
+def _differences(expected, got, exact):
+    out = []
+    for case, rows in expected.items():
+        if len(rows) != len(got[case]):
+            out.append(f"{case}: {len(got[case])} rows, expected {len(rows)}")
+            continue
+        for want, have in zip(rows, got[case]):
+            flat_want, flat_have = _flatten(want), _flatten(have)
+            if set(flat_want) != set(flat_have):
+                out.append(f"{case} iteration {want['iteration']}: keys {sorted(set(flat_want) ^ set(flat_have))}")
+            for key in sorted(set(flat_want) & set(flat_have)):
+                if not _same(flat_want[key], flat_have[key], exact):
+                    out.append(f"{case} iteration {want['iteration']} {key}: {flat_have[key]!r} != {flat_want[key]!r}")
+    return out
+
+
+def _flatten(row, prefix=""):
+    flat = {}
+    for key, value in row.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
+def _same(want, have, exact):
+    if exact or not isinstance(want, float) or not isinstance(have, (int, float)):
+        return want == have
+    return math.isclose(want, have, rel_tol=1e-4, abs_tol=1e-6)
+
+
+def test_three_ant_iterations_log_the_golden_values(tmp_path):
+    got = _runs(tmp_path)
+    # the resumed concurrent run continues exactly as the uninterrupted one (behaviour policy and RNGs saved)
+    assert got["resumed"] == got["concurrent"]
+    if os.environ.get("ISAAC_PPO_WRITE_GOLDEN"):
+        os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
+        with open(GOLDEN, "w") as f:
+            json.dump({"cpu_capability": _cpu_capability(), "torch": torch.__version__, "runs": got}, f, indent=1)
+    with open(GOLDEN) as f:
+        golden = json.load(f)
+    exact = golden["cpu_capability"] == _cpu_capability()
+    differences = _differences(golden["runs"], got, exact)
+    mode = "bit for bit" if exact else f"to 1e-4 ({_cpu_capability()} here, {golden['cpu_capability']} in the file)"
+    assert not differences, f"compared {mode}:\n" + "\n".join(differences[:20])
