@@ -165,20 +165,20 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
     from isaac_ppo.train import build_env_and_scheduler, compose_config
 
     cfg = compose_config(overrides)
-    torch.set_num_threads(int(cfg.torch_threads))
+    torch.set_num_threads(cfg.torch_threads)
     env, scheduler = build_env_and_scheduler(cfg)
     with tempfile.TemporaryDirectory() as run_dir:
         runner = Runner(cfg, env, run_dir, scheduler)
-        runner.checkpointer = Checkpointer(run_dir, int(cfg.save_interval))
+        runner.checkpointer = Checkpointer(run_dir, cfg.save_interval)
         logger = RunLogger(run_dir, cfg.task.name, None, quiet=True)
         plan = runner.plan_of(0, 0)
-        gamma, lam = float(cfg.agent.gamma), float(cfg.agent.lam)
+        gamma, lam = cfg.agent.gamma, cfg.agent.lam
 
         def collect() -> Any:
-            torch.set_num_threads(int(cfg.collect_torch_threads))
+            torch.set_num_threads(cfg.collect_torch_threads)
             buffer, info = runner.collector.collect(plan, runner.model)
             buffer.compute_gae(info["last_values"], gamma, lam)
-            torch.set_num_threads(int(cfg.torch_threads))
+            torch.set_num_threads(cfg.torch_threads)
             return buffer
 
         def full() -> None:
@@ -201,7 +201,7 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
         "glue_ratio": round(iteration_s / (collect_s + update_s), 4),
         "overlap_floor_s": round(max(collect_s, update_s), 4),
         "env_steps_per_s": round(plan.batch_size / iteration_s),
-        "torch_threads": int(cfg.torch_threads), "collect_torch_threads": int(cfg.collect_torch_threads),
+        "torch_threads": cfg.torch_threads, "collect_torch_threads": cfg.collect_torch_threads,
     }
 
 

@@ -50,7 +50,7 @@ the change of the policy on a minibatch since that minibatch's previous epoch (`
 change since the update's start, so the two ``kl`` columns are different quantities; its ``play_time``
 (``collect_s`` here) includes GAE (ours counts GAE in ``update_s``).
 
-Refused in one line (``check_config``): a scheduler other than the fixed synchronous one (rl-games collects
+Refused in one line (isaac_ppo/config/checks.py): a scheduler other than the fixed synchronous one (rl-games collects
 ``num_envs x horizon`` every epoch, synchronously), ``multi_gpu=true`` (not wired here), ``resume=`` and
 ``checkpoint=`` (rl-games' checkpoints are not ours; no resume here) and ``test=true`` (when called with it).
 Not refused, simply not
@@ -74,32 +74,7 @@ from isaac_ppo.errors import UserError
 MISSING = "agent=rl_games needs rl-games: pip install 'isaac-ppo[rl_games]'"
 ENV_NAME = "isaac_ppo"  # rl-games' env_configurations key (IsaacGymEnvs: rlgpu)
 VECENV_TYPE = "ISAAC_PPO"  # rl-games' vecenv type (IsaacGymEnvs: RLGPU)
-FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGUSR2") if hasattr(signal, name))
-
-
-def check_config(cfg: Any) -> None:
-    """Refuse, in one line, what rl-games cannot do here."""
-    from omegaconf import OmegaConf
-
-    target = OmegaConf.select(cfg, "scheduler._target_", default=FIXED_SCHEDULER)
-    mode = OmegaConf.select(cfg, "scheduler.mode", default="sync")
-    if target != FIXED_SCHEDULER:
-        raise UserError(
-            f"agent.backend=rl_games collects num_envs x agent.horizon every epoch: scheduler._target_={target} "
-            "is ours only (use scheduler=fixed)"
-        )
-    if mode != "sync":
-        raise UserError(
-            f"agent.backend=rl_games collects synchronously: scheduler.mode={mode} is ours only (use scheduler=fixed)"
-        )
-    if cfg.get("multi_gpu"):
-        raise UserError("agent.backend=rl_games with multi_gpu=true is not wired here: drop one of them")
-    if cfg.get("test"):
-        raise UserError("test=true plays our checkpoints: drop agent.backend=rl_games (rl-games' own are in <run>/nn/)")
-    for key in ("resume", "checkpoint"):
-        if cfg.get(key):
-            raise UserError(f"agent.backend=rl_games does not resume or load weights here: drop {key}={cfg.get(key)}")
 
 
 def _import_rl_games() -> Any:
@@ -131,10 +106,10 @@ def max_epochs(cfg: Any, num_envs: int) -> int:
     max_iterations, max_env_steps = budgets(cfg)
     limits = [] if max_iterations is None else [int(max_iterations)]
     if max_env_steps is not None:
-        limits.append(int(max_env_steps) // (num_envs * int(cfg.agent.horizon)))
+        limits.append(int(max_env_steps) // (num_envs * cfg.agent.horizon))
     epochs = min(limits)
     if epochs < 1:
-        batch = num_envs * int(cfg.agent.horizon)
+        batch = num_envs * cfg.agent.horizon
         raise UserError(f"max_env_steps={max_env_steps} is smaller than one batch ({batch} env steps)")
     return epochs
 
@@ -145,34 +120,34 @@ def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = 
     agent, net = cfg.agent, cfg.agent.network
     device = str(device or cfg.device)
     run_dir = os.path.abspath(run_dir)
-    schedule = str(agent.lr_schedule)
+    schedule = agent.lr_schedule
     return {
-        "seed": int(cfg.seed),
-        "torch_threads": int(cfg.torch_threads),
+        "seed": cfg.seed,
+        "torch_threads": cfg.torch_threads,
         "algo": {"name": "a2c_continuous"},
         "model": {"name": "continuous_a2c_logstd"},
         "network": {
             "name": "actor_critic",
-            "separate": bool(net.separate),
+            "separate": net.separate,
             "space": {
                 "continuous": {
                     "mu_activation": "None",
                     "sigma_activation": "None",
                     "mu_init": {"name": "default"},
-                    "sigma_init": {"name": "const_initializer", "val": float(net.init_log_std)},
+                    "sigma_init": {"name": "const_initializer", "val": net.init_log_std},
                     "fixed_sigma": True,
                 }
             },
             "mlp": {
                 "units": [int(u) for u in net.hidden],
-                "activation": str(net.activation),
+                "activation": net.activation,
                 "d2rl": False,
                 "initializer": {"name": "default"},
                 "regularizer": {"name": "None"},
             },
         },
         "config": {
-            "name": str(cfg.task.name),
+            "name": cfg.task.name,
             # rl-games writes <train_dir>/<full_experiment_name>/{nn,summaries}: the run directory itself
             "train_dir": os.path.dirname(run_dir),
             "full_experiment_name": os.path.basename(run_dir),
@@ -180,35 +155,35 @@ def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = 
             "device": device,
             "multi_gpu": False,
             "ppo": True,
-            "mixed_precision": bool(agent.mixed_precision) and device.startswith("cuda"),
-            "normalize_input": bool(agent.normalize_input),
-            "normalize_value": bool(agent.normalize_value),
-            "normalize_advantage": bool(agent.normalize_advantage),
+            "mixed_precision": agent.mixed_precision and device.startswith("cuda"),
+            "normalize_input": agent.normalize_input,
+            "normalize_value": agent.normalize_value,
+            "normalize_advantage": agent.normalize_advantage,
             "value_bootstrap": True,
             "num_actors": int(num_envs),
-            "reward_shaper": {"scale_value": float(agent.reward_scale)},
-            "gamma": float(agent.gamma),
-            "tau": float(agent.lam),
-            "learning_rate": float(agent.learning_rate),
+            "reward_shaper": {"scale_value": agent.reward_scale},
+            "gamma": agent.gamma,
+            "tau": agent.lam,
+            "learning_rate": agent.learning_rate,
             "lr_schedule": None if schedule == "constant" else schedule,
             "schedule_type": "legacy",
-            "kl_threshold": float(agent.kl_threshold),
+            "kl_threshold": agent.kl_threshold,
             "score_to_win": float("inf"),
             "max_epochs": max_epochs(cfg, num_envs),
             "save_best_after": 0,
-            "save_frequency": int(cfg.save_interval),
+            "save_frequency": cfg.save_interval,
             "print_stats": False,
-            "grad_norm": float(agent.grad_norm),
-            "entropy_coef": float(agent.entropy_coef),
-            "truncate_grads": bool(agent.truncate_grads),
-            "e_clip": float(agent.clip),
-            "clip_value": bool(agent.clip_value),
+            "grad_norm": agent.grad_norm,
+            "entropy_coef": agent.entropy_coef,
+            "truncate_grads": agent.truncate_grads,
+            "e_clip": agent.clip,
+            "clip_value": agent.clip_value,
             "clip_actions": True,
-            "horizon_length": int(agent.horizon),
-            "minibatch_size": int(agent.minibatch_size),
-            "mini_epochs": int(agent.mini_epochs),
-            "critic_coef": float(agent.critic_coef),
-            "bounds_loss_coef": float(agent.bounds_loss_coef),
+            "horizon_length": agent.horizon,
+            "minibatch_size": agent.minibatch_size,
+            "mini_epochs": agent.mini_epochs,
+            "critic_coef": agent.critic_coef,
+            "bounds_loss_coef": agent.bounds_loss_coef,
             "games_to_track": 100,
             "torch_compile": False,
         },
@@ -392,8 +367,8 @@ def last_checkpoint(nn_dir: Optional[str]) -> Optional[str]:
 
 
 def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
-    """Train cfg.task on env (our VecEnv, already built) with rl-games; returns the metrics.json summary."""
-    check_config(cfg)
+    """Train cfg.task on env (our VecEnv, already built) with rl-games; returns the metrics.json summary.
+    cfg is loaded (isaac_ppo.config.load): what rl-games cannot do here was refused there."""
     _import_rl_games()
     import numpy as np
     import torch
@@ -411,14 +386,14 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
         f.write("# rl-games' params for this run, translated from cfg.agent by isaac_ppo/rlgames.py\n")
         yaml.safe_dump({"params": params}, f, sort_keys=False)
 
-    seed = int(cfg.seed)  # rl-games seeds only a truthy seed: seed 0 is seeded here
+    seed = cfg.seed  # rl-games seeds only a truthy seed: seed 0 is seeded here
     torch.manual_seed(seed)
     np.random.seed(seed)
     random.seed(seed)
     adapter = register_env(env)
     epochs = int(params["config"]["max_epochs"])
     logger = RunLogger(run_dir, cfg.task.name, epochs)
-    observer = _observer_class()(adapter, logger, int(cfg.collect_torch_threads), int(cfg.torch_threads))
+    observer = _observer_class()(adapter, logger, cfg.collect_torch_threads, cfg.torch_threads)
     sim = "isaacgym" if type(env).__name__ == "IsaacGymVecEnv" else "mujoco"
     print(f"[{cfg.task.name}] training with rl-games {rl_games_version()} on {sim} with {env.num_envs} envs; "
           f"results in {run_dir}")
@@ -447,4 +422,4 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     return summary
 
 
-__all__: List[str] = ["check_config", "build_params", "register_env", "train_with_rl_games"]
+__all__: List[str] = ["build_params", "register_env", "train_with_rl_games"]

@@ -61,7 +61,7 @@ class Runner:
         agent = cfg.agent
         self.device = torch.device(device or cfg.device)
         self.max_iterations, self.max_env_steps = budgets(cfg)
-        seed = int(cfg.seed) + self.comm.rank  # each rank its own action noise and minibatch order
+        seed = cfg.seed + self.comm.rank  # each rank its own action noise and minibatch order
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.collect_generator = torch.Generator(device=self.device).manual_seed(seed + COLLECT_SEED_OFFSET)
         torch.manual_seed(seed)
@@ -73,7 +73,7 @@ class Runner:
         self.scheduler = scheduler if scheduler is not None else build_scheduler(cfg)
         check_plans(self.scheduler, env.num_envs, self.max_iterations, self.max_env_steps)
         self.collector = SyncCollector(
-            env, self.model, float(agent.gamma), float(agent.reward_scale), self.collect_generator
+            env, self.model, agent.gamma, agent.reward_scale, self.collect_generator
         )
         self.background: Optional[BackgroundCollection] = None  # made at the first concurrent plan
         self.ready: Optional[Collected] = None  # a batch collected ahead (restored from a checkpoint)
@@ -184,7 +184,7 @@ class Runner:
     def run(self, resume_from: Optional[str] = None) -> Dict[str, Any]:
         main = self.comm.is_main
         # every rank builds the checkpoints' state (it is gathered), rank 0 writes them
-        self.checkpointer = checkpoint.Checkpointer(self.run_dir, int(self.cfg.save_interval), write=main)
+        self.checkpointer = checkpoint.Checkpointer(self.run_dir, self.cfg.save_interval, write=main)
         if resume_from:
             self.load_state_dict(checkpoint.load(resume_from, self.device), resume_from)
             self.checkpointer.best_return = self.best_return_at_resume
@@ -277,13 +277,13 @@ class Runner:
         # HTS-RL's contract: a batch collected beside update k-1 is exactly one update stale, any other none
         assert staleness == (1 if batch.concurrent else 0), f"batch of iteration {k} is {staleness} updates stale"
         buffer, info = batch.buffer, batch.info
-        buffer.compute_gae(info["last_values"], float(self.cfg.agent.gamma), float(self.cfg.agent.lam))
+        buffer.compute_gae(info["last_values"], self.cfg.agent.gamma, self.cfg.agent.lam)
         if plan.mode == "concurrent" and not self._collect_ahead(
                 k + 1, self.env_steps + plan.batch_size * self.comm.world_size, batch.slot):
             # the run ends (or stops) here: keep the behaviour policy, so a resumed run collects batch k+1
             # with exactly the parameters the uninterrupted run would have collected it with
             self.behaviour = {name: value.clone() for name, value in self.model.state_dict().items()}
-        torch.set_num_threads(int(self.cfg.torch_threads))
+        torch.set_num_threads(self.cfg.torch_threads)
         self.ppo.grad_observer = self.probe.arm(k)
         stats = self.ppo.update(buffer, plan, stale=staleness > 0)
         self.ppo.grad_observer = None
@@ -357,13 +357,13 @@ class Runner:
             return batch
         if self.behaviour is not None and plan.mode == "concurrent":  # resumed where no batch was in flight
             behaviour, self.behaviour = self._behaviour_model(), None
-            torch.set_num_threads(int(self.cfg.collect_torch_threads))
+            torch.set_num_threads(self.cfg.collect_torch_threads)
             buffer, info = self.collector.collect(plan, behaviour, slot=0)
             return Collected(plan, 0, buffer, info, policy_version=k - 1, concurrent=True)
         self.behaviour = None
         # on a CPU the env's physics threads and torch's share the cores: small per-step tensor ops run best
         # on collect_torch_threads (1 here), the update's large matrix products on torch_threads
-        torch.set_num_threads(int(self.cfg.collect_torch_threads))
+        torch.set_num_threads(self.cfg.collect_torch_threads)
         buffer, info = self.collector.collect(plan, self.model, slot=0)
         return Collected(plan, 0, buffer, info, policy_version=k, concurrent=False)
 
@@ -431,7 +431,7 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
     from isaac_ppo.envs.episodes import EpisodeTracker
 
     tracker = EpisodeTracker(env.num_envs, env.device)
-    wanted = int(cfg.play_episodes)
+    wanted = cfg.play_episodes
     returns: List[float] = []
     lengths: List[float] = []
     obs = env.reset()["obs"]

@@ -69,11 +69,9 @@ def _sim_choice(argv: List[str]) -> str:
 
 def compose_config(overrides: List[str]) -> Any:
     """The validated config for overrides, composed as isaac-ppo-train would; mistakes raise UserError."""
-    from isaac_ppo.config import validate
+    from isaac_ppo.config import load
 
-    cfg = _compose(overrides)
-    validate(cfg)
-    return cfg
+    return load(_compose(overrides))
 
 
 def _compose(overrides: List[str], with_hydra: bool = False) -> Any:
@@ -204,14 +202,10 @@ def _hydra_entry() -> None:
 def run(cfg: Any) -> Any:
     """Build the env and the runner from a composed config and train (or play when test=true); with
     multi_gpu=true this process is one rank of the run."""
-    from isaac_ppo import distributed
-    from isaac_ppo.config import validate
-    from isaac_ppo.errors import UserError
+    from isaac_ppo import config, distributed
 
-    validate(cfg)
-    if cfg.multi_gpu and cfg.test:
-        raise UserError("test=true plays in one process: drop multi_gpu=true (and torchrun)")
-    comm, device = distributed.setup(bool(cfg.multi_gpu), str(cfg.device), str(cfg.dist_backend))
+    cfg = config.load(cfg)  # (already checked before Hydra made the run directory: not checked again)
+    comm, device = distributed.setup(cfg.multi_gpu, cfg.device, cfg.dist_backend)
     try:
         return _train_or_play(cfg, comm, device)
     finally:
@@ -227,14 +221,12 @@ def _train_or_play(cfg: Any, comm: Any, device: str) -> Any:
     from isaac_ppo.runner import Runner, play
 
     # the ranks on one machine share its cores: each takes its part for the update (and for physics, below)
-    torch.set_num_threads(max(1, int(cfg.torch_threads) // comm.local_world_size))
+    torch.set_num_threads(max(1, cfg.torch_threads // comm.local_world_size))
     run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else os.getcwd()
     run_dir = comm.broadcast_object(run_dir)  # rank 0's: every rank reads from it (resume), rank 0 writes
     env, scheduler = build_env_and_scheduler(cfg, rank=comm.rank, local_ranks=comm.local_world_size, device=device)
 
     if cfg.test:
-        if not cfg.checkpoint:
-            raise UserError("test=true needs checkpoint=PATH (a .pt file from a run's checkpoints/)")
         video = os.path.join(run_dir, "play.mp4") if cfg.capture_video else None
         result = play(cfg, env, cfg.checkpoint, video)
         print(f"[{cfg.task.name}] {result['episodes']} episodes: mean return {result['mean_return']:.2f}, "
@@ -292,7 +284,7 @@ def build_env_and_scheduler(cfg: Any, rank: int = 0, local_ranks: int = 1, devic
     mujoco = task_cfg.get("mujoco") or {}
     if local_ranks > 1 and not mujoco.get("nthread"):  # 0 = every core: split them between the ranks
         task_cfg["mujoco"] = dict(mujoco, nthread=max(1, _cores() // local_ranks))
-    env = make(cfg.task.name, pool, sim=cfg.sim, seed=int(cfg.seed) + rank, device=device or cfg.device,
+    env = make(cfg.task.name, pool, sim=cfg.sim, seed=cfg.seed + rank, device=device or cfg.device,
                task_cfg=task_cfg)
     return env, scheduler
 

@@ -35,9 +35,9 @@ class PPO:
         self.cfg = cfg
         self.device = device
         self.generator = generator
-        self.lr = float(cfg["learning_rate"])
+        self.lr = cfg["learning_rate"]
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.lr, eps=1e-8)
-        self.amp = bool(cfg["mixed_precision"]) and device.type == "cuda"
+        self.amp = cfg["mixed_precision"] and device.type == "cuda"
         self.scaler = torch.cuda.amp.GradScaler(enabled=self.amp) if device.type == "cuda" else None
         # called with the model at every optimizer step, gradients unscaled and not yet clipped (diagnostics
         # read them; nothing is changed)
@@ -52,7 +52,7 @@ class PPO:
         """Per-iteration schedules (linear, over the run's progress in [0, 1]: iterations or env steps,
         whichever budget is nearer its end); the adaptive one acts per minibatch inside update()."""
         if self.cfg["lr_schedule"] == "linear":
-            self.set_lr(float(self.cfg["learning_rate"]) * max(1.0 - progress, 0.0))
+            self.set_lr(self.cfg["learning_rate"] * max(1.0 - progress, 0.0))
 
     def update(self, buffer: RolloutBuffer, plan: Plan, stale: bool = False) -> Dict[str, float]:
         """PPO epochs over the batch; `stale`: the batch was collected by an older policy than the one this
@@ -83,7 +83,7 @@ class PPO:
                     weights = torch.exp(reference_log_probs - batch["log_probs"])
         else:  # the behaviour policy is the policy at the start of this update
             start_mu, start_log_std = batch["mu"], buffer.log_std
-        clip = float(cfg["clip"])
+        clip = cfg["clip"]
         sums = torch.zeros(7, device=self.device)  # actor, critic, entropy, bounds, kl, clip fraction, count
         size = plan.minibatch_size
         for _ in range(plan.epochs):
@@ -105,8 +105,8 @@ class PPO:
                     entropy = gaussian_entropy(log_std).mean()
                     bounds = bounds_loss(mu)
                     loss = (
-                        actor_loss + 0.5 * float(cfg["critic_coef"]) * critic_loss
-                        - float(cfg["entropy_coef"]) * entropy + float(cfg["bounds_loss_coef"]) * bounds
+                        actor_loss + 0.5 * cfg["critic_coef"] * critic_loss
+                        - cfg["entropy_coef"] * entropy + cfg["bounds_loss_coef"] * bounds
                     )
                 with torch.no_grad():
                     kl = gaussian_kl(start_mu[ids], start_log_std, mu.float(), log_std.float()).mean()
@@ -150,7 +150,7 @@ class PPO:
         if self.grad_observer is not None:
             self.grad_observer(self.model)
         if self.cfg["truncate_grads"]:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(self.cfg["grad_norm"]))
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg["grad_norm"])
         if self.amp:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -158,7 +158,7 @@ class PPO:
             self.optimizer.step()
 
     def _adapt_lr(self, kl: float) -> None:
-        threshold = float(self.cfg["kl_threshold"])
+        threshold = self.cfg["kl_threshold"]
         if kl > 2.0 * threshold:
             self.set_lr(max(self.lr / 1.5, LR_MIN))
         elif kl < 0.5 * threshold:

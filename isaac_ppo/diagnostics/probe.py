@@ -31,15 +31,15 @@ PROBE_SEED_OFFSET = 2_000_003
 
 class Probe:
     def __init__(self, cfg: Mapping[str, Any], model: ActorCritic, seed: int):
-        self.enabled = bool(cfg["enabled"])
-        self.interval = int(cfg["interval"])
-        self.samples = int(cfg["samples"])
-        self.delta = float(cfg["delta"])
-        self.tau = float(cfg["tau"])
-        self.coverage = bool(cfg["coverage"])
-        self.grid = int(cfg["grid"])
-        self.coverage_method = str(cfg["coverage_method"])
-        self.variants = bool(cfg["variants"])
+        self.enabled = cfg["enabled"]
+        self.interval = cfg["interval"]
+        self.samples = cfg["samples"]
+        self.delta = cfg["delta"]
+        self.tau = cfg["tau"]
+        self.coverage = cfg["coverage"]
+        self.grid = cfg["grid"]
+        self.coverage_method = cfg["coverage_method"]
+        self.variants = cfg["variants"]
         self.model = model
         self.generator = torch.Generator().manual_seed(int(seed) + PROBE_SEED_OFFSET)
         self._gradients: Dict[str, float] = {}
@@ -117,28 +117,6 @@ class Probe:
     def load_state_dict(self, state: Optional[Mapping[str, Any]]) -> None:
         if state:
             self.generator.set_state(state["generator"])
-
-
-def check_config(cfg: Mapping[str, Any], hidden: List[int]) -> None:
-    """Refuse diagnostics settings that cannot measure, naming the key (run at start)."""
-    if int(cfg["interval"]) < 1:
-        raise UserError(f"diagnostics.interval={cfg['interval']} must be at least 1")
-    if not 0.0 < float(cfg["delta"]) < 1.0:
-        raise UserError(f"diagnostics.delta={cfg['delta']} must be in (0, 1)")
-    if not 0.0 <= float(cfg["tau"]) < 1.0:
-        raise UserError(f"diagnostics.tau={cfg['tau']} must be in [0, 1)")
-    if cfg["coverage_method"] == "umap" and cfg["coverage"] and cfg["enabled"]:
-        try:
-            import umap  # noqa: F401
-        except ImportError:
-            raise UserError("diagnostics.coverage_method=umap needs umap-learn: pip install 'isaac-ppo[umap]'") from None
-    if int(cfg["grid"]) < 1:
-        raise UserError(f"diagnostics.grid={cfg['grid']} must be at least 1")
-    if cfg["enabled"] and int(cfg["samples"]) < max(hidden):
-        raise UserError(
-            f"diagnostics.samples={cfg['samples']} is below the widest hidden layer ({max(hidden)} units): "
-            f"feature rank needs at least as many samples as units"
-        )
 
 
 def _capture(model: ActorCritic, obs: torch.Tensor) -> Dict[str, List[torch.Tensor]]:

@@ -86,7 +86,7 @@ def make(
         cfg = load_task_config(task, overrides)
     else:
         cfg = apply_overrides(OmegaConf.create(task_cfg), overrides, task)
-    num_envs = check_num_envs(int(cfg.env.numEnvs) if num_envs is None else num_envs)
+    num_envs = check_num_envs(cfg.env.numEnvs if num_envs is None else num_envs)
     backend = resolve_sim(sim)
     if backend == "isaacgym":
         if overrides:  # task_cfg is ignored: IsaacGymEnvs composes its own

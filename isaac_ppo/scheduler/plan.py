@@ -123,7 +123,7 @@ def base_plan(cfg: Any) -> Plan:
     """The task's own plan: num_envs (else task.env.numEnvs) x agent.horizon, agent.mini_epochs, minibatch."""
     agent = cfg.agent
     num_envs = cfg.num_envs if cfg.num_envs is not None else cfg.task.env.numEnvs
-    return Plan(int(num_envs), int(agent.horizon), int(agent.mini_epochs), int(agent.minibatch_size))
+    return Plan(int(num_envs), agent.horizon, agent.mini_epochs, agent.minibatch_size)
 
 
 def build_scheduler(cfg: Any) -> Scheduler:
@@ -149,7 +149,7 @@ def build_scheduler(cfg: Any) -> Scheduler:
 def pool_size(cfg: Any, scheduler: Scheduler, max_iterations: int, max_env_steps: Optional[int]) -> int:
     """The env pool: num_envs when given, else the most envs the scheduler can ask for in any run."""
     if cfg.num_envs is not None:
-        return int(cfg.num_envs)
+        return cfg.num_envs
     return scheduler.most_envs(max_iterations, max_env_steps)
 
 

@@ -10,7 +10,10 @@ import torch
 
 from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
-from isaac_ppo.diagnostics.probe import Probe, _capture, check_config
+from omegaconf import OmegaConf
+
+from isaac_ppo.config.checks import check_diagnostics
+from isaac_ppo.diagnostics.probe import Probe, _capture
 from isaac_ppo.errors import UserError
 from isaac_ppo.scheduler import Plan
 
@@ -103,10 +106,10 @@ def test_gradient_kurtosis_is_read_at_the_first_step_and_training_is_unchanged()
 ])
 def test_config_refusals(key, value, message):
     with pytest.raises(UserError, match=message):
-        check_config(dict(CFG, **{key: value}), [16, 8])
+        check_diagnostics(OmegaConf.create(dict(CFG, **{key: value})), [16, 8])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("umap") is not None, reason="umap-learn is installed here")
 def test_umap_coverage_without_umap_learn_is_refused():
     with pytest.raises(UserError, match=r"diagnostics.coverage_method=umap needs umap-learn"):
-        check_config(dict(CFG, coverage_method="umap"), [16, 8])
+        check_diagnostics(OmegaConf.create(dict(CFG, coverage_method="umap")), [16, 8])

@@ -1,0 +1,106 @@
+"""Concern: every rule a config must meet before a run starts, each broken one a one-line UserError.
+
+The schemas (config/schema.py) give types and required keys; the rules here are the values: allowed choices,
+ranges, what the diagnostics can measure, what rl-games can run, and every plan the scheduler can ask for
+against the env pool. They run once per launch, on the typed config, before a run directory exists.
+"""
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from isaac_ppo.errors import UserError
+
+CHOICES = {
+    "sim": ("auto", "mujoco", "isaacgym"),
+    "dist_backend": ("auto", "nccl", "gloo"),
+    "agent.backend": ("isaac_ppo", "rl_games"),
+    "agent.lr_schedule": ("adaptive", "linear", "constant"),
+    "agent.stale_clip": ("behaviour", "proximal"),
+    "diagnostics.coverage_method": ("pca", "umap"),
+    "agent.network.activation": ("elu", "relu", "tanh", "selu"),
+}
+POSITIVE = ("agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",
+            "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
+            "agent.max_epochs")
+TASK_INTEGERS = ("task.env.numEnvs", "task.env.episodeLength")
+FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
+
+
+def check(cfg: DictConfig) -> None:
+    """Raise UserError naming the first key whose value breaks a rule."""
+    for key, allowed in CHOICES.items():
+        value = OmegaConf.select(cfg, key)
+        if value not in allowed:
+            raise UserError(f"{key}={value!r} is not one of: {', '.join(allowed)}")
+    for key in POSITIVE:
+        value = OmegaConf.select(cfg, key)
+        if value is not None and value < 1:
+            raise UserError(f"{key}={value!r} must be a positive integer")
+    for key in TASK_INTEGERS:
+        if not isinstance(OmegaConf.select(cfg, key), int):
+            raise UserError(f"{key}={OmegaConf.select(cfg, key)!r} must be an integer")
+    if cfg.test and not cfg.checkpoint:
+        raise UserError("test=true needs checkpoint=PATH (a .pt file from a run's checkpoints/)")
+    if cfg.test and cfg.multi_gpu:
+        raise UserError("test=true plays in one process: drop multi_gpu=true (and torchrun)")
+    if cfg.agent.backend == "rl_games":
+        check_rl_games(cfg)
+    check_diagnostics(cfg.diagnostics, list(cfg.agent.network.hidden))
+    check_scheduler(cfg)
+
+
+def check_rl_games(cfg: DictConfig) -> None:
+    """What rl-games cannot do here (isaac_ppo/rlgames.py)."""
+    target = OmegaConf.select(cfg, "scheduler._target_", default=FIXED_SCHEDULER)
+    mode = OmegaConf.select(cfg, "scheduler.mode", default="sync")
+    if target != FIXED_SCHEDULER:
+        raise UserError(
+            f"agent.backend=rl_games collects num_envs x agent.horizon every epoch: scheduler._target_={target} "
+            "is ours only (use scheduler=fixed)"
+        )
+    if mode != "sync":
+        raise UserError(
+            f"agent.backend=rl_games collects synchronously: scheduler.mode={mode} is ours only (use scheduler=fixed)"
+        )
+    if cfg.multi_gpu:
+        raise UserError("agent.backend=rl_games with multi_gpu=true is not wired here: drop one of them")
+    if cfg.test:
+        raise UserError("test=true plays our checkpoints: drop agent.backend=rl_games (rl-games' own are in <run>/nn/)")
+    for key in ("resume", "checkpoint"):
+        if cfg[key]:
+            raise UserError(f"agent.backend=rl_games does not resume or load weights here: drop {key}={cfg[key]}")
+
+
+def check_diagnostics(diagnostics: DictConfig, hidden: list) -> None:
+    """Diagnostics settings that cannot measure."""
+    if diagnostics.interval < 1:
+        raise UserError(f"diagnostics.interval={diagnostics.interval} must be at least 1")
+    if not 0.0 < diagnostics.delta < 1.0:
+        raise UserError(f"diagnostics.delta={diagnostics.delta} must be in (0, 1)")
+    if not 0.0 <= diagnostics.tau < 1.0:
+        raise UserError(f"diagnostics.tau={diagnostics.tau} must be in [0, 1)")
+    if diagnostics.coverage_method == "umap" and diagnostics.coverage and diagnostics.enabled:
+        try:
+            import umap  # noqa: F401
+        except ImportError:
+            raise UserError("diagnostics.coverage_method=umap needs umap-learn: pip install 'isaac-ppo[umap]'") from None
+    if diagnostics.grid < 1:
+        raise UserError(f"diagnostics.grid={diagnostics.grid} must be at least 1")
+    if diagnostics.enabled and diagnostics.samples < max(hidden):
+        raise UserError(
+            f"diagnostics.samples={diagnostics.samples} is below the widest hidden layer ({max(hidden)} units): "
+            f"feature rank needs at least as many samples as units"
+        )
+
+
+def check_scheduler(cfg: DictConfig) -> None:
+    """Every plan the scheduler can ask for, against the env pool, within the budgets."""
+    from isaac_ppo.config import budgets
+    from isaac_ppo.scheduler.plan import build_scheduler, check_plans, pool_size
+
+    scheduler = build_scheduler(cfg)
+    max_iterations, max_env_steps = budgets(cfg)
+    check_plans(scheduler, pool_size(cfg, scheduler, max_iterations, max_env_steps), max_iterations, max_env_steps)
+    first = scheduler.plan(0, [])
+    if max_env_steps is not None and first.batch_size > max_env_steps:
+        raise UserError(f"max_env_steps={max_env_steps} is smaller than the first batch ({first.batch_size} env steps)")

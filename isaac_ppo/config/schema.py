@@ -1,0 +1,109 @@
+"""Concern: the shape of the composed config: typed dataclasses, and the merge whose result the code reads.
+
+Defaults live in the YAML tree (cfg/), not here: a field without a default is required, so a key missing from
+a user's own agent or diagnostics YAML is reported by name instead of surfacing later as an OmegaConf error.
+The task node is the task's own (IsaacGymEnvs keys) and the scheduler node is its class's constructor
+arguments: both stay free-form here and are checked by what reads them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from isaac_ppo.errors import UserError
+
+
+@dataclasses.dataclass
+class NetworkConfig:
+    hidden: List[int]
+    activation: str
+    separate: bool
+    init_log_std: float
+
+
+@dataclasses.dataclass
+class AgentConfig:
+    network: NetworkConfig
+    horizon: int
+    minibatch_size: int
+    mini_epochs: int
+    learning_rate: float
+    lr_schedule: str
+    kl_threshold: float
+    gamma: float
+    lam: float
+    clip: float
+    clip_value: bool
+    critic_coef: float
+    entropy_coef: float
+    bounds_loss_coef: float
+    truncate_grads: bool
+    grad_norm: float
+    reward_scale: float
+    normalize_input: bool
+    normalize_value: bool
+    normalize_advantage: bool
+    mixed_precision: bool
+    stale_clip: str
+    max_epochs: int
+    name: str = "PPO"
+    backend: str = "isaac_ppo"  # isaac_ppo | rl_games (the same values trained by rl-games: isaac_ppo/rlgames.py)
+
+
+@dataclasses.dataclass
+class DiagnosticsConfig:
+    enabled: bool
+    interval: int
+    samples: int
+    delta: float
+    tau: float
+    grid: int
+    coverage: bool
+    coverage_method: str
+    variants: bool
+    plot: bool
+
+
+@dataclasses.dataclass
+class Config:
+    task: Any
+    agent: AgentConfig
+    scheduler: Any
+    diagnostics: DiagnosticsConfig
+    experiment: str
+    num_envs: Optional[int]
+    seed: int
+    max_iterations: Optional[int]
+    max_env_steps: Optional[int]
+    sim: str
+    device: str
+    headless: bool
+    test: bool
+    checkpoint: str
+    resume: str
+    save_interval: int
+    play_episodes: int
+    capture_video: bool
+    torch_threads: int
+    collect_torch_threads: int
+    runs_dir: str
+    multi_gpu: bool
+    dist_backend: str
+
+
+def typed(resolved: Any) -> DictConfig:
+    """The schemas' merge of a resolved config (types converted, every required key present), unchecked."""
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(Config), resolved)
+    except OmegaConfBaseException as error:
+        key = str(getattr(error, "full_key", "") or "")
+        raise UserError(f"config key {key}: {str(error).splitlines()[0]}") from None
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise UserError(f"config key {missing[0]} is missing: set it in your YAML or on the command line "
+                        f"({missing[0]}=...)")
+    OmegaConf.set_readonly(cfg, True)  # read everywhere, changed nowhere: a run's config.yaml is what ran
+    return cfg
