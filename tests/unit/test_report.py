@@ -12,15 +12,11 @@ import numpy as np
 import pytest
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.report import (
-    common_grid,
-    gather,
-    iqm,
-    main,
-    parse_overrides,
-    stratified_bootstrap_ci,
-    stratified_resample_indices,
-)
+from isaac_ppo.report import main
+from isaac_ppo.report.figures import common_grid
+from isaac_ppo.report.groups import gather
+from isaac_ppo.report.runs import parse_overrides
+from isaac_ppo.report.stats import iqm, stratified_bootstrap_ci, stratified_resample_indices
 
 STEPS = 1000  # env steps per synthetic iteration
 

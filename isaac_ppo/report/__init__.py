@@ -1,0 +1,125 @@
+"""isaac-ppo-report, the command: the table and figures of a set of isaac-ppo-train runs (or multiruns).
+
+It gathers the run folders, their status (complete, stopped, crashed or running, empty), groups them by the
+swept overrides with seeds pooled, and writes the honest summary of each group: the interquartile mean (IQM)
+of the runs' final metric with a 95% stratified bootstrap confidence interval (Agarwal et al. 2021, the
+rliable recipe), as a console table, report.md, report.csv, runs.csv and PNG figures.
+
+The package, by concern; imports flow one way, down this list:
+  __init__    the command: parse_args, run_report, main
+  tables      console text, report.md, report.csv, runs.csv, number formatting
+  figures     the PNG figures (matplotlib)
+  groups      grouping runs by swept keys, each group's summary, the Report (gather)
+  stats       IQM and stratified bootstrap CI (plain numpy: no scipy, no rliable)
+  runs        reading run folders: overrides, config, metrics, status
+The public names of each are re-exported here, as the single module report.py had them.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional, Sequence
+
+from isaac_ppo.errors import UserError
+from isaac_ppo.report.figures import MAX_CURVE_POINTS, common_grid, diagnostic_names, group_curve, write_figures
+from isaac_ppo.report.groups import (
+    Group,
+    Report,
+    check_same_keys,
+    fill_unset_keys,
+    gather,
+    group_runs,
+    split_keys,
+    summarise_group,
+)
+from isaac_ppo.report.runs import (
+    COMPLETE,
+    CRASHED,
+    EMPTY,
+    NOT_RUNS,
+    OUTPUT_KEYS,
+    STOPPED,
+    Run,
+    available_metrics,
+    check_metric,
+    final_value,
+    find_run_dirs,
+    load_run,
+    metric_series,
+    metric_value,
+    parse_overrides,
+    run_status,
+)
+from isaac_ppo.report.stats import BOOTSTRAP_CHUNK_ELEMENTS, iqm, stratified_bootstrap_ci, stratified_resample_indices
+from isaac_ppo.report.tables import (
+    console_text,
+    describe,
+    markdown_table,
+    markdown_text,
+    table_rows,
+    text_table,
+    write_csvs,
+)
+
+__all__ = [
+    "PROG", "parse_args", "run_report", "main",
+    "console_text", "describe", "markdown_table", "markdown_text", "table_rows", "text_table", "write_csvs",
+    "MAX_CURVE_POINTS", "common_grid", "diagnostic_names", "group_curve", "write_figures",
+    "Group", "Report", "check_same_keys", "fill_unset_keys", "gather", "group_runs", "split_keys", "summarise_group",
+    "BOOTSTRAP_CHUNK_ELEMENTS", "iqm", "stratified_bootstrap_ci", "stratified_resample_indices",
+    "COMPLETE", "CRASHED", "EMPTY", "NOT_RUNS", "OUTPUT_KEYS", "STOPPED", "Run", "available_metrics", "check_metric",
+    "final_value", "find_run_dirs", "load_run", "metric_series", "metric_value", "parse_overrides", "run_status",
+]
+
+
+PROG = "isaac-ppo-report"
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Summarise isaac-ppo-train runs (single runs or multirun folders): per group of swept "
+                    "overrides (seeds pooled), the IQM of the final metric with a 95%% stratified bootstrap CI; "
+                    "writes report.md, report.csv, runs.csv and figures.",
+    )
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="run or multirun folders (searched recursively)")
+    parser.add_argument("--metric", default="mean_return",
+                        help="a key of metrics.jsonl rows, or diagnostics.NAME (default: mean_return)")
+    parser.add_argument("--out", default=None, help="output folder (default: <first DIR>/report)")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples (default: 2000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    return parser.parse_args(list(argv))
+
+
+def run_report(args: argparse.Namespace) -> List[str]:
+    """Gather, print and write the report; the paths written."""
+    if args.reps < 1:
+        raise UserError(f"--reps {args.reps}: needs at least 1 resample")
+    out = args.out if args.out is not None else os.path.join(args.dirs[0], "report")
+    report = gather(args.dirs, args.metric, args.reps, args.seed, skip=[out])
+    print(console_text(report))
+    os.makedirs(out, exist_ok=True)
+    figures, notes = write_figures(report, out)
+    written = write_csvs(report, out)
+    md_path = os.path.join(out, "report.md")
+    with open(md_path, "w") as f:
+        f.write(markdown_text(report, figures))
+    written = [md_path] + written + figures
+    print("")
+    for note in notes:
+        print(note)
+    print("wrote:")
+    for path in written:
+        print(f"  {path}")
+    return written
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        run_report(args)
+    except UserError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        raise SystemExit(2)
+    return 0

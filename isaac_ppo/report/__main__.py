@@ -1,0 +1,8 @@
+"""python -m isaac_ppo.report: the same command as isaac-ppo-report."""
+import sys
+
+from isaac_ppo.report import main
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Tables: the summary as console text and report.md, report.csv and runs.csv, and the number formatting."""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from typing import List, Optional, Sequence, Tuple
+
+from isaac_ppo.report.groups import Report
+from isaac_ppo.report.runs import _fmt_steps, final_value
+
+
+def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
+    """The summary table as (headers, formatted cells), shared by the console and report.md."""
+    keys = report.swept or ["group"]
+    headers = keys + ["runs", f"IQM {report.metric}", "95% CI", "env steps", "wall"]
+    rows = []
+    for group in report.groups:
+        cells = [group.values[k] for k in report.swept] if report.swept else ["all"]
+        complete = sum(run.complete for run in group.runs)
+        cells.append(f"{complete}/{len(group.runs)}")
+        if group.used:
+            low, high = group.ci
+            ci = f"[{_fmt_value(low)}, {_fmt_value(high)}]" + (" n=1" if len(group.used) == 1 else "")
+            cells += [_fmt_value(group.iqm), ci, _fmt_steps(group.env_steps), _fmt_duration(group.wall_s)]
+        else:
+            cells += ["-", "-", "-", "-"]
+        rows.append(cells)
+    return headers, rows
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int) -> str:
+    """Plain aligned columns: the first `left` (the key values) left-aligned, the numbers right-aligned."""
+    widths = [max(len(str(c)) for c in column) for column in zip(headers, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(w) if i < left else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int) -> str:
+    align = [":---" if i < left else "---:" for i in range(len(headers))]
+    lines = [headers, align] + [list(r) for r in rows]
+    return "\n".join("| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |" for line in lines)
+
+
+def describe(report: Report) -> str:
+    return (f"metric: {report.metric} (each run's last logged value); IQM over complete runs with a 95% "
+            f"stratified bootstrap CI ({report.reps} resamples, seed {report.seed}); seeds pooled")
+
+
+def console_text(report: Report) -> str:
+    headers, rows = table_rows(report)
+    parts = [describe(report)]
+    if report.common:
+        parts.append("common settings: " + " ".join(f"{k}={v}" for k, v in report.common.items()))
+    parts.append("")
+    parts.append(text_table(headers, rows, left=max(1, len(report.swept))))
+    left_out = report.left_out
+    if left_out:
+        parts.append("")
+        parts.append(f"not in the statistics ({len(left_out)} of {len(report.runs)} runs):")
+        width = max(len(run.path) for run, _ in left_out)
+        parts += [f"  {run.path.ljust(width)}  {why}" for run, why in left_out]
+    return "\n".join(parts)
+
+
+def markdown_text(report: Report, figures: Sequence[str]) -> str:
+    headers, rows = table_rows(report)
+    parts = ["# isaac-ppo report", "", describe(report) + ".", ""]
+    if report.common:
+        parts += ["Common settings: " + ", ".join(f"`{k}={v}`" for k, v in report.common.items()), ""]
+    parts += [markdown_table(headers, rows, left=max(1, len(report.swept))), ""]
+    left_out = report.left_out
+    if left_out:
+        parts += [f"Not in the statistics ({len(left_out)} of {len(report.runs)} runs):", ""]
+        parts += [f"- `{run.path}`: {why}" for run, why in left_out]
+        parts.append("")
+    if figures:
+        parts += [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in figures]
+        parts.append("")
+    return "\n".join(parts)
+
+
+def write_csvs(report: Report, out: str) -> List[str]:
+    """report.csv (one row per group, raw numbers) and runs.csv (one row per run)."""
+    groups_path = os.path.join(out, "report.csv")
+    with open(groups_path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(report.swept + ["metric", "runs_complete", "runs_total", "runs_in_statistics", "iqm",
+                                        "ci_low", "ci_high", "env_steps_median", "wall_s_mean"])
+        for group in report.groups:
+            writer.writerow([group.values[k] for k in report.swept] + [
+                report.metric, sum(r.complete for r in group.runs), len(group.runs), len(group.used),
+                _raw(group.iqm), _raw(group.ci[0]), _raw(group.ci[1]), _raw(group.env_steps), _raw(group.wall_s),
+            ])
+    runs_path = os.path.join(out, "runs.csv")
+    with open(runs_path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["folder", "group", "seed", "status", f"final_{report.metric}", "env_steps", "wall_s"])
+        for group in report.groups:
+            for run in group.runs:
+                writer.writerow([run.path, group.label, run.seed if run.seed is not None else "", run.detail,
+                                 _raw(final_value(run.rows, report.metric)), _raw(run.env_steps),
+                                 _raw(run.wall_s)])
+    return [groups_path, runs_path]
+
+
+# ------------------------------------------------------------------------------------------ formatting
+
+
+def _fmt_value(value: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    if 1e4 <= abs(value) < 1e9:
+        return f"{value:.0f}"
+    return f"{value:.4g}"
+
+
+def _fmt_duration(seconds: float) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def _raw(value: Optional[float]) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))  # env steps read back as 24576, not 24576.0
+    return repr(float(value))
