@@ -159,18 +159,16 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
 
     import torch
 
-    from isaac_ppo.io.checkpoint import Checkpointer
+    from isaac_ppo.build import build_env_and_scheduler, build_runner
     from isaac_ppo.io.logger import RunLogger
-    from isaac_ppo.runner import Runner
-    from isaac_ppo.train import build_env_and_scheduler, compose_config
+    from isaac_ppo.train import compose_config
 
     cfg = compose_config(overrides)
     torch.set_num_threads(cfg.torch_threads)
     env, scheduler = build_env_and_scheduler(cfg)
     with tempfile.TemporaryDirectory() as run_dir:
-        runner = Runner(cfg, env, run_dir, scheduler)
-        runner.checkpointer = Checkpointer(run_dir, cfg.save_interval)
-        logger = RunLogger(run_dir, cfg.task.name, None, quiet=True)
+        runner = build_runner(cfg, env, run_dir, scheduler)
+        logger = RunLogger(run_dir, cfg.task.name, None, quiet=True).begin()
         plan = runner.plan_of(0, 0)
         gamma, lam = cfg.agent.gamma, cfg.agent.lam
 
@@ -184,7 +182,8 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
         def full() -> None:
             row = runner.step()
             logger.log(row)
-            runner.checkpointer.after_iteration(row["iteration"], runner.state_dict, row["mean_return"])
+            runner.checkpointer.after_iteration(row["iteration"], runner.state_dict, runner.policy_state,
+                                                row["mean_return"])
 
         buffer = collect()
         runner.ppo.update(buffer, plan)  # warm-up

@@ -63,6 +63,9 @@ class SyncCollector:
         diverged = 0
         buf.log_std.copy_(model.log_std.detach())
         obs = self.obs
+        # time-outs whose bootstrap value is the next step's own critic value (an env without final_obs, as
+        # Isaac Gym's: the observation returned with the reset flag is the terminal one)
+        deferred: Optional[torch.Tensor] = None
         for t in range(plan.rollout_length):
             mu, log_std, value = model(obs)
             noise = torch.randn(mu.shape, generator=self.generator, device=mu.device, dtype=mu.dtype)
@@ -72,19 +75,26 @@ class SyncCollector:
             buf.mu[t] = mu
             buf.log_probs[t] = gaussian_log_prob(actions, mu, log_std)
             buf.values[t] = model.denormalize_value(value)
+            if deferred is not None:
+                buf.rewards[t - 1] += self.gamma * buf.values[t] * deferred
             obs_dict, rewards, resets, extras = env.step(actions)
             self.tracker.update(rewards, resets)
             time_outs = extras["time_outs"]
-            final_obs = extras.get("final_obs", obs_dict["obs"])
-            # a truncated episode would have gone on: bootstrap its value from the observation that ended it
-            bootstrap = self.gamma * self._time_out_values(model, final_obs, time_outs)
-            buf.rewards[t] = rewards * self.reward_scale + bootstrap
+            if "final_obs" in extras:
+                # a truncated episode would have gone on: bootstrap its value from the observation that ended it
+                bootstrap = self.gamma * self._time_out_values(model, extras["final_obs"], time_outs)
+                buf.rewards[t] = rewards * self.reward_scale + bootstrap
+            else:  # ... which is the next observation: its value comes with the next step's forward pass
+                buf.rewards[t] = rewards * self.reward_scale
+                deferred = time_outs.to(buf.rewards.dtype)
             buf.dones[t] = resets.to(buf.dones.dtype)
             diverged += extras.get("diverged", 0)
             obs = obs_dict["obs"]
         self.obs = obs
-        self._check_finite(buf, obs)
         last_values = model.denormalize_value(model(obs)[2])
+        if deferred is not None:
+            buf.rewards[-1] += self.gamma * last_values * deferred
+        self._check_finite(buf, obs)
         info = {"last_values": last_values, "diverged": diverged, "collect_s": time.perf_counter() - started}
         info.update(self._episodes(plan.num_envs))
         return buf, info

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import os
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -106,6 +106,25 @@ class Local:
     def any(self, flag: bool) -> bool:
         """True on every rank when it is true on some rank (a stop request, say)."""
         return bool(self.sum(torch.tensor([1.0 if flag else 0.0], dtype=torch.float64))[0] > 0)
+
+    def episodes_of_all_ranks(self, info: Dict[str, Any]) -> Dict[str, Any]:
+        """A batch's episode statistics over every rank's envs (weighted by episodes, and by envs with a
+        finished episode for the recent return and length)."""
+        if self.world_size == 1:
+            return info
+
+        def weighted(mean: float, count: float) -> float:
+            return mean * count if count else 0.0
+
+        episodes, recent = float(info["episodes"]), float(info["recent_envs"])
+        sums = self.sum(torch.tensor([
+            episodes, weighted(info["batch_mean_return"], episodes), recent,
+            weighted(info["mean_return"], recent), weighted(info["mean_length"], recent), float(info["diverged"]),
+        ], dtype=torch.float64)).tolist()
+        nan = float("nan")
+        return dict(info, episodes=int(sums[0]), batch_mean_return=sums[1] / sums[0] if sums[0] else nan,
+                    recent_envs=int(sums[2]), mean_return=sums[3] / sums[2] if sums[2] else nan,
+                    mean_length=sums[4] / sums[2] if sums[2] else nan, diverged=int(sums[5]))
 
     def digests(self, tensors: Sequence[torch.Tensor]) -> List[str]:
         """Each rank's SHA-256 of the given tensors' bytes, in rank order: equal digests mean bit-identical state."""

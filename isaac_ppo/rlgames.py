@@ -65,7 +65,6 @@ import inspect
 import math
 import os
 import random
-import signal
 import time
 from typing import Any, Dict, List, Optional
 
@@ -74,7 +73,6 @@ from isaac_ppo.errors import UserError
 MISSING = "agent=rl_games needs rl-games: pip install 'isaac-ppo[rl_games]'"
 ENV_NAME = "isaac_ppo"  # rl-games' env_configurations key (IsaacGymEnvs: rlgpu)
 VECENV_TYPE = "ISAAC_PPO"  # rl-games' vecenv type (IsaacGymEnvs: RLGPU)
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGUSR2") if hasattr(signal, name))
 
 
 def _import_rl_games() -> Any:
@@ -263,7 +261,7 @@ def _observer_class() -> Any:
         collect_torch_threads. A stop request ends the run at the end of the epoch it arrives in: max_epochs
         is set to that epoch, so rl-games saves its last checkpoint and returns."""
 
-        def __init__(self, adapter: Any, logger: Any, collect_threads: int, update_threads: int):
+        def __init__(self, adapter: Any, logger: Any, stops: Any, collect_threads: int, update_threads: int):
             super().__init__()
             self.adapter = adapter
             self.logger = logger
@@ -271,7 +269,7 @@ def _observer_class() -> Any:
             self.update_threads = update_threads
             self.algo: Any = None
             self.stats: Dict[str, Any] = {}
-            self.stop_requested: Optional[str] = None
+            self.stops = stops  # isaac_ppo.stops.StopRequests: SIGTERM, Ctrl-C, SIGUSR2
             self.epochs_logged = 0
             self.nn_dir: Optional[str] = None
 
@@ -303,14 +301,13 @@ def _observer_class() -> Any:
         def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
             self.logger.log(self.row(epoch_num, total_time))
             self.epochs_logged += 1
-            if self.stop_requested is not None:
+            if self.stops.requested is not None:
                 self.algo.max_epochs = epoch_num  # rl-games saves last_<name>_ep_<epoch_num> and returns
 
         def row(self, epoch_num: int, total_time: float) -> Dict[str, Any]:
             from rl_games.algos_torch import torch_ext
 
             algo, stats = self.algo, self.stats
-            steps = int(stats.get("curr_frames", algo.curr_frames))
             play_s, update_s = float(stats.get("play_time", math.nan)), float(stats.get("update_time", math.nan))
             step_s = float(stats.get("step_time", math.nan))
             finished = self.adapter.tracker.drain()
@@ -326,30 +323,24 @@ def _observer_class() -> Any:
                 rlg_length = float(algo.game_lengths.get_mean().reshape(-1)[0])
             else:
                 rlg_return = rlg_length = math.nan
-            iteration_s = play_s + update_s
-            return {
-                "iteration": epoch_num - 1, "env_steps": int(algo.frame), "wall_s": round(float(total_time), 3),
-                "num_envs": int(algo.num_actors), "rollout_length": int(algo.horizon_length),
-                "batch_size": int(algo.batch_size), "epochs": int(algo.mini_epochs_num),
-                "minibatch_size": int(algo.minibatch_size), "mode": "sync", "staleness": 0,
-                "mean_return": recent["mean_return"], "mean_length": recent["mean_length"],
-                "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
+            from isaac_ppo.io.logger import iteration_row
+            from isaac_ppo.scheduler import Plan
+
+            plan = Plan(algo.num_actors, algo.horizon_length, algo.mini_epochs_num, algo.minibatch_size)
+            episodes = {"mean_return": recent["mean_return"], "mean_length": recent["mean_length"],
+                        "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
+                        "diverged": diverged}
+            row = iteration_row(epoch_num - 1, int(algo.frame), float(total_time), plan, int(algo.batch_size), 0,
+                                episodes, collect_s=play_s, update_s=update_s, iteration_s=play_s + update_s)
+            row.update({
                 "rl_games_mean_return": rlg_return, "rl_games_mean_length": rlg_length,
-                "diverged": diverged,
-                "collect_s": round(play_s, 4), "update_s": round(update_s, 4), "iteration_s": round(iteration_s, 4),
                 "env_step_s": round(step_s, 4),
-                "fps_collect": steps / play_s, "fps_update": steps / update_s, "fps": steps / iteration_s,
                 "actor_loss": mean("a_losses"), "critic_loss": mean("c_losses"), "entropy": mean("entropies"),
                 "kl": mean("kls"),
                 "lr": float(stats.get("last_lr", math.nan)) * float(stats.get("lr_mul", 1.0)),
                 "agent": "rl_games",
-            }
-
-        def request_stop(self, signum: int, frame: Any) -> None:
-            if self.stop_requested is not None:  # a second signal: stop now
-                raise KeyboardInterrupt
-            self.stop_requested = signal.Signals(signum).name
-            print(f"\n{self.stop_requested}: stopping rl-games at the end of this epoch (again to abort)")
+            })
+            return row
 
     return MetricsObserver
 
@@ -373,15 +364,13 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     import numpy as np
     import torch
     import yaml
-    from omegaconf import OmegaConf
     from rl_games.torch_runner import Runner
 
-    from isaac_ppo.io.logger import RunLogger
+    from isaac_ppo.io.logger import RunLogger, write_config
+    from isaac_ppo.stops import StopRequests
 
     params = build_params(cfg, env.num_envs, run_dir, str(getattr(env, "device", "") or cfg.device))
-    os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, "config.yaml"), "w") as f:
-        f.write(OmegaConf.to_yaml(cfg, resolve=True))
+    write_config(run_dir, cfg)
     with open(os.path.join(run_dir, "rl_games_params.yaml"), "w") as f:
         f.write("# rl-games' params for this run, translated from cfg.agent by isaac_ppo/rlgames.py\n")
         yaml.safe_dump({"params": params}, f, sort_keys=False)
@@ -392,30 +381,29 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     random.seed(seed)
     adapter = register_env(env)
     epochs = int(params["config"]["max_epochs"])
-    logger = RunLogger(run_dir, cfg.task.name, epochs)
-    observer = _observer_class()(adapter, logger, cfg.collect_torch_threads, cfg.torch_threads)
+    logger = RunLogger(run_dir, cfg.task.name, epochs).begin()
+    stops = StopRequests("stopping rl-games at the end of this epoch")
+    observer = _observer_class()(adapter, logger, stops, cfg.collect_torch_threads, cfg.torch_threads)
     sim = "isaacgym" if type(env).__name__ == "IsaacGymVecEnv" else "mujoco"
     print(f"[{cfg.task.name}] training with rl-games {rl_games_version()} on {sim} with {env.num_envs} envs; "
           f"results in {run_dir}")
-    previous = {sig: signal.signal(sig, observer.request_stop) for sig in STOP_SIGNALS}
     started = time.perf_counter()
-    try:
-        runner = Runner(algo_observer=observer)
-        runner.load({"params": params})
-        runner.reset()
-        runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
-        extra = {
-            "last_checkpoint": last_checkpoint(observer.nn_dir), "stopped_by": observer.stop_requested,
-            "agent": "rl_games", "rl_games_version": rl_games_version(),
-            "process_s": round(time.perf_counter() - started, 3),
-        }
-        summary = logger.summary(extra)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        logger.close()
-    if observer.stop_requested:
-        print(f"stopped by {observer.stop_requested} after iteration {observer.epochs_logged}; "
+    with stops:
+        try:
+            runner = Runner(algo_observer=observer)
+            runner.load({"params": params})
+            runner.reset()
+            runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
+            extra = {
+                "last_checkpoint": last_checkpoint(observer.nn_dir), "stopped_by": stops.requested,
+                "agent": "rl_games", "rl_games_version": rl_games_version(),
+                "process_s": round(time.perf_counter() - started, 3),
+            }
+            summary = logger.summary(extra)
+        finally:
+            logger.close()
+    if stops.requested:
+        print(f"stopped by {stops.requested} after iteration {observer.epochs_logged}; "
               f"checkpoint {summary['last_checkpoint']}")
     print(f"[{cfg.task.name}] done (rl-games): final mean return {summary['final_mean_return']}, "
           f"best {summary['best_mean_return']}; results in {run_dir}")

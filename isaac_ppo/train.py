@@ -1,4 +1,4 @@
-"""isaac-ppo-train (also python -m isaac_ppo.train): compose the config, validate it, build, run.
+"""The isaac-ppo-train command (also python -m isaac_ppo.train): compose the config, load it, build, run.
 
   isaac-ppo-train task=Ant num_envs=4096 seed=1 max_iterations=500 sim=mujoco
   isaac-ppo-train task=Ant test=true checkpoint=runs/Ant/<date>/checkpoints/best.pt
@@ -31,16 +31,13 @@ def _task_budget(*, _root_: Any) -> int:
     return int(_root_.task.env.numEnvs) * int(_root_.agent.horizon) * int(_root_.agent.max_epochs)
 
 
-def _cores() -> int:
-    """The CPUs this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def _parallel_jobs(*, _root_: Any) -> int:
     """${parallel_jobs:}: how many jobs the local_parallel launcher runs at once, each with its own threads."""
     from omegaconf import OmegaConf
 
-    cores = _cores()
+    from isaac_ppo.build import cores
+
+    cores = cores()
     physics = int(OmegaConf.select(_root_, "task.mujoco.nthread", default=0) or 0) or cores
     return max(1, cores // max(int(_root_.torch_threads), physics))
 
@@ -213,20 +210,18 @@ def run(cfg: Any) -> Any:
 
 
 def _train_or_play(cfg: Any, comm: Any, device: str) -> Any:
-    import torch
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
-    from isaac_ppo.errors import UserError
-    from isaac_ppo.runner import Runner, play
+    from isaac_ppo.build import build_env_and_scheduler, build_runner
+    from isaac_ppo.io.logger import write_config
 
-    # the ranks on one machine share its cores: each takes its part for the update (and for physics, below)
-    torch.set_num_threads(max(1, cfg.torch_threads // comm.local_world_size))
     run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else os.getcwd()
     run_dir = comm.broadcast_object(run_dir)  # rank 0's: every rank reads from it (resume), rank 0 writes
     env, scheduler = build_env_and_scheduler(cfg, rank=comm.rank, local_ranks=comm.local_world_size, device=device)
 
     if cfg.test:
+        from isaac_ppo.play import play
+
         video = os.path.join(run_dir, "play.mp4") if cfg.capture_video else None
         result = play(cfg, env, cfg.checkpoint, video)
         print(f"[{cfg.task.name}] {result['episodes']} episodes: mean return {result['mean_return']:.2f}, "
@@ -251,14 +246,13 @@ def _train_or_play(cfg: Any, comm: Any, device: str) -> Any:
         if comm.is_main:
             print(f"[{cfg.task.name}] {run_dir} already holds a run: resuming from {in_place}")
         resume_from = in_place
-    runner = Runner(cfg, env, run_dir, scheduler, comm=comm, device=device)
+    runner = build_runner(cfg, env, run_dir, scheduler, comm=comm, device=device)
     if cfg.checkpoint and not resume_from:
         from isaac_ppo.io.checkpoint import load
 
-        runner.model.load_state_dict(load(cfg.checkpoint, runner.device)["model"])
+        runner.model.load_state_dict(load(cfg.checkpoint, device)["model"])
     if comm.is_main:
-        with open(os.path.join(run_dir, "config.yaml"), "w") as f:
-            f.write(OmegaConf.to_yaml(cfg, resolve=True))
+        write_config(run_dir, cfg)
         ranks = f" on each of {comm.world_size} ranks ({comm.backend})" if comm.world_size > 1 else ""
         print(f"[{cfg.task.name}] training on {type(env).__module__.split('.')[-1]} with {env.num_envs} envs"
               f"{ranks}; results in {run_dir}")
@@ -267,26 +261,6 @@ def _train_or_play(cfg: Any, comm: Any, device: str) -> Any:
         print(f"[{cfg.task.name}] done: final mean return {summary['final_mean_return']}, "
               f"best {summary['best_mean_return']}; results in {run_dir}")
     return summary
-
-
-def build_env_and_scheduler(cfg: Any, rank: int = 0, local_ranks: int = 1, device: Optional[str] = None) -> Any:
-    """The scheduler, and the env pool sized once for the most envs it can ask for (or num_envs when set).
-    Rank r of a multi_gpu run simulates its own pool with seed + r, on its device, with its share of the cores."""
-    from omegaconf import OmegaConf
-
-    from isaac_ppo.config import budgets
-    from isaac_ppo.envs import make
-    from isaac_ppo.scheduler import build_scheduler, pool_size
-
-    scheduler = build_scheduler(cfg)
-    pool = pool_size(cfg, scheduler, *budgets(cfg))
-    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
-    mujoco = task_cfg.get("mujoco") or {}
-    if local_ranks > 1 and not mujoco.get("nthread"):  # 0 = every core: split them between the ranks
-        task_cfg["mujoco"] = dict(mujoco, nthread=max(1, _cores() // local_ranks))
-    env = make(cfg.task.name, pool, sim=cfg.sim, seed=cfg.seed + rank, device=device or cfg.device,
-               task_cfg=task_cfg)
-    return env, scheduler
 
 
 if __name__ == "__main__":

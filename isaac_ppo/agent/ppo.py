@@ -32,7 +32,7 @@ class PPO:
                  comm: Optional[Local] = None):
         self.model = model
         self.comm = comm if comm is not None else Local()  # the other ranks' gradients, advantages and KL
-        self.cfg = cfg
+        self.cfg = dict(cfg)  # the agent's values as a plain dict: no config lookups per minibatch
         self.device = device
         self.generator = generator
         self.lr = cfg["learning_rate"]

@@ -1,4 +1,4 @@
-"""Concern: the composed config turned into the one typed, checked object the rest of the package reads.
+"""The composed config turned into the one typed, checked object the rest of the package reads.
 
 `load` is the boundary: Hydra's composition is resolved, merged into the schemas (config/schema.py: types,
 required keys) and checked against every rule (config/checks.py). Past it, values have their types (no casts)

@@ -1,4 +1,4 @@
-"""Concern: every rule a config must meet before a run starts, each broken one a one-line UserError.
+"""Every rule a config must meet before a run starts, each broken one a one-line UserError.
 
 The schemas (config/schema.py) give types and required keys; the rules here are the values: allowed choices,
 ranges, what the diagnostics can measure, what rl-games can run, and every plan the scheduler can ask for

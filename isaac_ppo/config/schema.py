@@ -1,4 +1,4 @@
-"""Concern: the shape of the composed config: typed dataclasses, and the merge whose result the code reads.
+"""The shape of the composed config: typed dataclasses, and the merge whose result the code reads.
 
 Defaults live in the YAML tree (cfg/), not here: a field without a default is required, so a key missing from
 a user's own agent or diagnostics YAML is reported by name instead of surfacing later as an OmegaConf error.

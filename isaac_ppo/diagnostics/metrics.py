@@ -1,6 +1,6 @@
 """Learning-dynamics metrics as pure functions: tensors in, Python floats (or small dicts of floats) out.
 
-Definitions follow shared/reference/diagnostics.md (Mayor et al. 2025, Appendix B, and the works it cites).
+Definitions follow Mayor et al. 2025 (arXiv 2506.03404), Appendix B, and the works it cites.
 No state, no hooks; inputs may be float32 or float64 on any device and are copied to CPU float64 inside.
 """
 from __future__ import annotations

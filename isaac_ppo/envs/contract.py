@@ -14,7 +14,8 @@ not by a terminal state, so the learner should bootstrap it. Actions are clipped
 observations to ``clipObservations``. Envs reset automatically.
 
 Optional extras: ``"final_obs"`` (``[n, num_obs]``: the observation that ended each episode, equal to
-``obs`` on rows that did not end; exact time-out bootstrapping) and ``"diverged"`` (int: simulations that
+``obs`` on rows that did not end; exact time-out bootstrapping for an env that resets within the step; an env
+whose returned ``obs`` is itself the terminal one, as Isaac Gym's, leaves it out) and ``"diverged"`` (int: simulations that
 diverged and were reset during this step).
 
 Optional capability ``set_active(n) -> {"obs": Tensor[n, num_obs]}``: from now on only the first n envs of

@@ -5,7 +5,8 @@ here is what can be checked against the VecTask contract without it.
 
 Semantics the adapter passes through unchanged, and what differs from the MuJoCo ports:
 - IsaacGymEnvs resets an ended env inside the *next* step, so the observation returned with a reset flag is
-  the terminal one: it is given as ``extras["final_obs"]`` as well, for exact time-out bootstrapping, and the
+  the terminal one. No ``extras["final_obs"]`` is given, so the collector bootstraps a time-out with the critic
+  value it computes for that observation at the next step anyway (no extra critic pass per step), and the
   transition after it (physics from the terminal state, then the reset) is one wasted sample per episode.
 - Resets arrive as IsaacGymEnvs' long tensor and are returned as bool.
 - ``set_active(n)``: an Isaac Gym sim is a fixed pool, so every env is still simulated (at full cost); the
@@ -102,5 +103,4 @@ class IsaacGymVecEnv:
             for key, value in extras.items()
         }
         out_extras["time_outs"] = extras["time_outs"][:n].to(torch.bool)
-        out_extras["final_obs"] = obs[:n]
         return {"obs": obs[:n]}, rewards[:n], resets[:n].to(torch.bool), out_extras

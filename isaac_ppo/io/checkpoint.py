@@ -1,8 +1,12 @@
-"""Checkpoints: one file per save, written to a temporary name and renamed, so none is ever half-written.
+"""Checkpoint files: written atomically, read back with one-line errors.
+
+Checkpoints: one file per save, written to a temporary name and renamed, so none is ever half-written.
 
 A checkpoint holds what a run needs to continue exactly: model (with its normalisers), optimizer and lr,
 scheduler state, every RNG state, counters, the env's state and current observations, and the resolved
-config. Files: checkpoints/iter_NNNNNN.pt every save_interval iterations, last.pt, best.pt.
+config. Files: checkpoints/iter_NNNNNN.pt every save_interval iterations and last.pt hold all of it; best.pt
+holds the policy of the best return so far (model and normalisers, with the task, shapes, config and counters),
+enough to play or to start another run from (checkpoint=), not to resume.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ FORMAT = "isaac-ppo-checkpoint-1"
 
 class Checkpointer:
     def __init__(self, run_dir: str, save_interval: int, write: bool = True):
+        self.run_dir = run_dir
         self.dir = os.path.join(run_dir, "checkpoints")
         self.save_interval = save_interval
         self.best_return: Optional[float] = None
@@ -34,17 +39,18 @@ class Checkpointer:
         os.replace(tmp, path)
         return path
 
-    def after_iteration(self, iteration: int, state_fn: Any, mean_return: float) -> None:
-        """Numbered and last checkpoints every save_interval iterations; best whenever the return improves."""
+    def after_iteration(self, iteration: int, state_fn: Any, policy_fn: Any, mean_return: float) -> None:
+        """Numbered and last checkpoints (the whole training state) every save_interval iterations; best.pt
+        (the policy alone, what play and checkpoint= read) whenever the return improves. The whole state is
+        not built for best.pt: building it waits for a batch in flight and gathers every rank's envs."""
         done = iteration + 1
-        state = None
         if done % self.save_interval == 0:
             state = state_fn()
             self.save(f"iter_{done:06d}.pt", state)
             self.save("last.pt", state)
         if mean_return == mean_return and (self.best_return is None or mean_return > self.best_return):
             self.best_return = mean_return
-            self.save("best.pt", state if state is not None else state_fn())
+            self.save("best.pt", policy_fn())
 
 
 def load(path: str, device: Any = "cpu") -> Dict[str, Any]:

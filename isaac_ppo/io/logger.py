@@ -1,5 +1,5 @@
-"""Run logs: TensorBoard scalars, metrics.jsonl (one object per iteration), metrics.json (summary), and a
-console progress line."""
+"""A run directory's files: metrics.jsonl (one row per iteration, the same row for both agents),
+TensorBoard scalars, metrics.json (summary), config.yaml, and the console progress line."""
 from __future__ import annotations
 
 import json
@@ -22,29 +22,65 @@ TB_TAGS = {
 }
 
 
-class RunLogger:
-    def __init__(self, run_dir: str, task: str, max_iterations: Optional[int], start_iteration: int = 0,
-                 quiet: bool = False, max_env_steps: Optional[int] = None, start_env_steps: int = 0):
-        from torch.utils.tensorboard import SummaryWriter
+def iteration_row(iteration: int, env_steps: int, wall_s: float, plan: Any, batch_size: int, staleness: int,
+                  episodes: Mapping[str, Any], collect_s: float, update_s: float, iteration_s: float,
+                  wait_s: Optional[float] = None) -> Dict[str, Any]:
+    """One iteration's metrics.jsonl row (before the learner's losses and the diagnostics are added): the plan,
+    the episodes that ended (and each env's last one), where the time went. `plan` has the Plan's fields."""
+    row = {
+        "iteration": iteration, "env_steps": env_steps, "wall_s": round(wall_s, 3),
+        "num_envs": plan.num_envs, "rollout_length": plan.rollout_length, "batch_size": batch_size,
+        "epochs": plan.epochs, "minibatch_size": plan.minibatch_size, "mode": plan.mode, "staleness": staleness,
+        "mean_return": episodes["mean_return"], "mean_length": episodes["mean_length"],
+        "episodes": episodes["episodes"], "batch_mean_return": episodes["batch_mean_return"],
+        "diverged": episodes["diverged"],
+        "collect_s": round(collect_s, 4), "update_s": round(update_s, 4), "iteration_s": round(iteration_s, 4),
+        "fps_collect": batch_size / collect_s, "fps_update": batch_size / update_s, "fps": batch_size / iteration_s,
+    }
+    if wait_s is not None:  # the loop's own wait for its batch (rl-games does not report it)
+        row["wait_s"] = round(wait_s, 4)
+    return row
 
+
+def write_config(run_dir: str, cfg: Any) -> str:
+    """config.yaml: the resolved config the run was started with."""
+    from omegaconf import OmegaConf
+
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, "config.yaml")
+    with open(path, "w") as f:
+        f.write(OmegaConf.to_yaml(cfg, resolve=True))
+    return path
+
+
+class RunLogger:
+    def __init__(self, run_dir: str, task: str, max_iterations: Optional[int], quiet: bool = False,
+                 max_env_steps: Optional[int] = None):
         self.run_dir = run_dir
         self.task = task
         self.max_iterations = max_iterations
+        self.max_env_steps = max_env_steps
+        self.quiet = quiet  # no progress line (benchmarks)
+
+    def begin(self, start_iteration: int = 0, start_env_steps: int = 0,
+              best_return: Optional[float] = None) -> "RunLogger":
+        """Open the logs at the run's first iteration (a resumed run's: its checkpoint's)."""
+        from torch.utils.tensorboard import SummaryWriter
+
         # resuming in the same directory (a requeued job): the rows and events after the checkpoint are redone
-        self.writer = SummaryWriter(log_dir=os.path.join(run_dir, "tb"), purge_step=start_env_steps or None)
-        jsonl = os.path.join(run_dir, "metrics.jsonl")
+        self.writer = SummaryWriter(log_dir=os.path.join(self.run_dir, "tb"), purge_step=start_env_steps or None)
+        jsonl = os.path.join(self.run_dir, "metrics.jsonl")
         _drop_rows_from(jsonl, start_iteration)
         self.jsonl = open(jsonl, "a")
         self.tty = sys.stdout.isatty()
         self.started = time.time()
         self.start_iteration = start_iteration
-        self.max_env_steps = max_env_steps
         self.start_env_steps = start_env_steps
-        self.best_return = -math.inf
+        self.best_return = -math.inf if best_return is None else best_return
         self.last: Dict[str, Any] = {}
         self.fps_sum = 0.0
         self.rows = 0
-        self.quiet = quiet  # no progress line (benchmarks)
+        return self
 
     def log(self, row: Mapping[str, Any]) -> None:
         """One iteration's row; NaN (no episode finished yet) is written as null."""

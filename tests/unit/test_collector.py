@@ -229,3 +229,39 @@ def test_finite_collect_does_not_raise():
     # control for the two tests above: the same env without injected values collects fine
     _, _, _, buf, _ = _collect(env=FakeEnv(nan_obs_at=None, nan_reward_at=None))
     assert bool(torch.isfinite(buf.obs).all()) and bool(torch.isfinite(buf.rewards).all())
+
+
+class TerminalObsEnv(FakeEnv):
+    """Isaac Gym's semantics: the obs returned with a reset flag is the terminal one (no final_obs)."""
+
+    def step(self, actions):
+        obs_dict, rewards, resets, extras = super().step(actions)
+        return obs_dict, rewards, resets, {"time_outs": extras["time_outs"]}
+
+
+class CountingModel(ActorCritic):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rows_evaluated = 0
+
+    def forward(self, obs):
+        self.rows_evaluated += obs.shape[0]
+        return super().forward(obs)
+
+
+def test_without_final_obs_the_time_out_value_is_the_next_steps_own():
+    """An env whose returned obs is the terminal one (Isaac Gym) costs one forward pass per step, no critic pass
+    for time-outs, and bootstraps each time-out with the value of that obs (the last step's from last_values)."""
+    torch.manual_seed(0)
+    model = CountingModel(NUM_OBS, NUM_ACTIONS, [16, 16])
+    model.obs_norm.update(torch.randn(64, NUM_OBS) * 2 + 1)
+    model.value_norm.update(torch.randn(64) * 4 + 10)
+    env, model, _, buf, info = _collect(env=TerminalObsEnv(), model=model)
+    assert model.rows_evaluated == (T + 1) * NUM_ENVS  # T steps and the last values: nothing else
+    for t in range(T):
+        log = env.log[t]
+        next_value = _value(model, log["obs"])
+        expected = log["rewards"] * SCALE + GAMMA * next_value * log["time_outs"].float()
+        torch.testing.assert_close(buf.rewards[t], expected, rtol=1e-5, atol=1e-5)
+    assert bool(env.log[-1]["time_outs"].any())  # the last step's time-out is bootstrapped from last_values
+    torch.testing.assert_close(info["last_values"], _value(model, env.log[-1]["obs"]), rtol=1e-5, atol=1e-5)

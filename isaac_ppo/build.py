@@ -1,0 +1,89 @@
+"""Building a run's parts from its loaded config, each once: the env pool and scheduler, the model,
+the learner, the probe, the batch source, the checkpointer and the logger, handed to the Runner.
+
+Rank r of a multi_gpu run seeds with seed + r (its own action noise and minibatch order), simulates its own
+pool on its device, and takes its share of the machine's cores; rank 0's initial parameters go everywhere.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Tuple
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from isaac_ppo import batches
+from isaac_ppo.agent.model import ActorCritic
+from isaac_ppo.agent.ppo import PPO
+from isaac_ppo.collect import SyncCollector
+from isaac_ppo.config import budgets
+from isaac_ppo.diagnostics.probe import Probe
+from isaac_ppo.distributed import Local
+from isaac_ppo.io.checkpoint import Checkpointer
+from isaac_ppo.io.logger import RunLogger
+from isaac_ppo.runner import Runner
+from isaac_ppo.scheduler import Scheduler, build_scheduler, check_plans, pool_size
+
+# the collector's action noise is its own stream (it runs beside the learner's under concurrent collection)
+COLLECT_SEED_OFFSET = 1_000_003
+
+
+def cores() -> int:
+    """The CPUs this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def build_env_and_scheduler(cfg: DictConfig, rank: int = 0, local_ranks: int = 1,
+                            device: Optional[str] = None) -> Tuple[Any, Scheduler]:
+    """The scheduler, and the env pool sized once for the most envs it can ask for (or num_envs when set)."""
+    from isaac_ppo.envs import make
+
+    scheduler = build_scheduler(cfg)
+    pool = pool_size(cfg, scheduler, *budgets(cfg))
+    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    mujoco = task_cfg.get("mujoco") or {}
+    if local_ranks > 1 and not mujoco.get("nthread"):  # 0 = every core: split them between the ranks
+        task_cfg["mujoco"] = dict(mujoco, nthread=max(1, cores() // local_ranks))
+    env = make(cfg.task.name, pool, sim=cfg.sim, seed=cfg.seed + rank, device=device or cfg.device,
+               task_cfg=task_cfg)
+    return env, scheduler
+
+
+def build_model(cfg: DictConfig, env: Any, device: torch.device) -> ActorCritic:
+    agent, net = cfg.agent, cfg.agent.network
+    return ActorCritic(
+        env.num_obs, env.num_actions, list(net.hidden), net.activation, net.separate, net.init_log_std,
+        agent.normalize_input, agent.normalize_value,
+    ).to(device)
+
+
+def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Scheduler] = None,
+                 comm: Optional[Local] = None, device: Optional[str] = None) -> Runner:
+    """A Runner with every part built for this rank (scheduler: the one build_env_and_scheduler sized the
+    pool for)."""
+    comm = comm if comm is not None else Local()
+    device_ = torch.device(device or cfg.device)
+    seed = cfg.seed + comm.rank
+    generator = torch.Generator(device=device_).manual_seed(seed)
+    collect_generator = torch.Generator(device=device_).manual_seed(seed + COLLECT_SEED_OFFSET)
+    torch.manual_seed(seed)
+    model = build_model(cfg, env, device_)
+    comm.broadcast_module(model)  # rank 0's initial parameters and normalisers everywhere
+    ppo = PPO(model, cfg.agent, device_, generator, comm)
+    diagnostics = cfg.diagnostics if comm.is_main else OmegaConf.merge(cfg.diagnostics, {"enabled": False})
+    probe = Probe(diagnostics, model, seed)
+    scheduler = scheduler if scheduler is not None else build_scheduler(cfg)
+    max_iterations, max_env_steps = budgets(cfg)
+    check_plans(scheduler, env.num_envs, max_iterations, max_env_steps)
+    collector = SyncCollector(env, model, cfg.agent.gamma, cfg.agent.reward_scale, collect_generator)
+    # the ranks on one machine share its cores: each takes its part, for collection and for the update
+    share = comm.local_world_size
+    collect_threads = max(1, cfg.collect_torch_threads // share)
+    source = batches.for_mode(cfg.scheduler.get("mode", "sync"), collector, collect_threads, model,
+                              lambda: build_model(cfg, env, device_))
+    logger = RunLogger(run_dir, cfg.task.name, max_iterations, max_env_steps=max_env_steps) if comm.is_main else None
+    return Runner(
+        cfg, env, model=model, ppo=ppo, probe=probe, scheduler=scheduler, collector=collector, batches=source,
+        checkpointer=Checkpointer(run_dir, cfg.save_interval, write=comm.is_main), logger=logger, comm=comm,
+        update_threads=max(1, cfg.torch_threads // share), budgets=(max_iterations, max_env_steps),
+    )

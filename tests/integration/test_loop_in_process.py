@@ -1,0 +1,91 @@
+"""The whole loop in this process (no subprocess): the real Hydra composition, the builder, a small Cartpole on
+real MuJoCo, the logs, the checkpoints, play and resume. What only a process can show (exit codes, signals)
+stays in test_train_cli.py."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from isaac_ppo.build import build_env_and_scheduler, build_runner
+from isaac_ppo.distributed import Local
+from isaac_ppo.errors import UserError
+from isaac_ppo.io.checkpoint import load
+from isaac_ppo.play import play
+from isaac_ppo.train import compose_config
+
+SMALL = ["task=Cartpole", "num_envs=32", "agent.minibatch_size=128", "sim=mujoco", "diagnostics=off",
+         "task.env.episodeLength=20"]
+
+
+def _train(tmp_path, *overrides, comm=None, resume_from=None):
+    cfg = compose_config([*SMALL, *overrides])
+    env, scheduler = build_env_and_scheduler(cfg)
+    runner = build_runner(cfg, env, str(tmp_path), scheduler, comm=comm)
+    return cfg, env, runner, runner.run(resume_from)
+
+
+def _rows(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_train_writes_rows_checkpoints_and_a_summary(tmp_path):
+    _, _, runner, summary = _train(tmp_path, "max_iterations=4", "save_interval=2")
+    assert summary["iterations"] == 4 and summary["env_steps"] == 4 * 32 * 16
+    assert [row["iteration"] for row in _rows(tmp_path)] == [0, 1, 2, 3]
+    names = sorted(os.listdir(tmp_path / "checkpoints"))
+    assert names == ["best.pt", "iter_000002.pt", "iter_000004.pt", "last.pt"]
+    assert runner.iteration == 4
+
+
+def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path):
+    calls = []
+    cfg, env, runner, summary = _train(tmp_path, "max_iterations=3", "save_interval=100")
+    best, last = load(str(tmp_path / "checkpoints" / "best.pt")), load(str(tmp_path / "checkpoints" / "last.pt"))
+    assert summary["best_mean_return"] is not None
+    assert "ppo" not in best and "env" not in best and "ppo" in last
+    assert set(best["model"]) == set(last["model"])
+    result = play(compose_config([*SMALL, "test=true", f"checkpoint={tmp_path}/checkpoints/best.pt",
+                                  "play_episodes=4"]), env, str(tmp_path / "checkpoints" / "best.pt"))
+    assert result["episodes"] == 4
+    with pytest.raises(UserError, match=r"holds the policy alone \(best.pt\): resume from last.pt"):
+        _train(tmp_path / "again", "max_iterations=4", resume_from=str(tmp_path / "checkpoints" / "best.pt"))
+    # best.pt is written without building the whole training state (which waits for a batch in flight)
+    original = runner.state_dict
+    runner.state_dict = lambda: calls.append(1) or original()
+    runner.checkpointer.best_return = -1e9
+    runner.checkpointer.after_iteration(4, runner.state_dict, runner.policy_state, 0.0)
+    assert calls == [] and os.path.isfile(tmp_path / "checkpoints" / "best.pt")
+
+
+def test_resume_in_process_continues_exactly(tmp_path):
+    _, _, _, whole = _train(tmp_path / "whole", "max_iterations=4", "scheduler=concurrent")
+    _train(tmp_path / "part", "max_iterations=2", "scheduler=concurrent")
+    _, _, _, resumed = _train(tmp_path / "part", "max_iterations=4", "scheduler=concurrent",
+                              resume_from=str(tmp_path / "part" / "checkpoints" / "last.pt"))
+    assert resumed["iterations"] == 4
+    strip = {"wall_s", "collect_s", "wait_s", "update_s", "iteration_s", "fps", "fps_collect", "fps_update"}
+    rows = [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "whole")]
+    again = [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "part")]
+    assert again == rows
+
+
+class TwoRanksOnThisMachine(Local):
+    """One process standing in for one of two ranks sharing the machine's cores (nothing else differs)."""
+
+    local_world_size = 2
+
+
+def test_the_update_keeps_its_share_of_the_cores(tmp_path):
+    """train.py split torch_threads between the ranks on a machine; the loop must not set it back each step."""
+    before = torch.get_num_threads()
+    try:
+        _train(tmp_path, "max_iterations=2", "torch_threads=2", comm=TwoRanksOnThisMachine())
+        assert torch.get_num_threads() == 1  # 2 threads shared by 2 ranks
+        _train(tmp_path / "alone", "max_iterations=2", "torch_threads=2")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
