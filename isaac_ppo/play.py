@@ -13,6 +13,7 @@ from isaac_ppo.build import build_model
 from isaac_ppo.envs.episodes import EpisodeTracker
 from isaac_ppo.errors import UserError
 from isaac_ppo.io import checkpoint
+from isaac_ppo.video import VideoRecorder
 
 
 def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[str] = None) -> Dict[str, Any]:
@@ -50,42 +51,3 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
     returns, lengths = returns[:wanted], lengths[:wanted]
     result.update(episodes=wanted, mean_return=sum(returns) / wanted, mean_length=sum(lengths) / wanted)
     return result
-
-
-class VideoRecorder:
-    """An mp4 of env 0 through MuJoCo's offscreen renderer (MUJOCO_GL=osmesa on CPUs, egl on GPU nodes)."""
-
-    def __init__(self, env: Any, path: str, max_frames: int = 1000, size: tuple = (480, 640)):
-        if not hasattr(env, "batch"):
-            raise UserError("capture_video=true renders the MuJoCo ports only: run it with sim=mujoco")
-        try:
-            import imageio
-        except ImportError:
-            raise UserError("capture_video=true needs imageio and imageio-ffmpeg: pip install 'isaac-ppo[video]'") from None
-        import mujoco
-
-        self.env, self.path, self.max_frames = env, path, max_frames
-        self.mujoco = mujoco
-        self.data = mujoco.MjData(env.model)
-        try:
-            self.renderer = mujoco.Renderer(env.model, *size)
-        except Exception as error:
-            raise UserError(
-                f"MuJoCo's offscreen renderer failed ({error}): on a CPU machine install libosmesa6 and set "
-                "MUJOCO_GL=osmesa; on a GPU node MUJOCO_GL=egl"
-            ) from None
-        self.writer = imageio.get_writer(path, fps=round(1.0 / env.dt))
-        self.frames = 0
-
-    def capture(self) -> None:
-        if self.frames >= self.max_frames:
-            return
-        self.env.batch.get_data(0, self.data)
-        self.mujoco.mj_forward(self.env.model, self.data)
-        self.renderer.update_scene(self.data, camera="track")
-        self.writer.append_data(self.renderer.render())
-        self.frames += 1
-
-    def close(self) -> None:
-        self.writer.close()
-        self.renderer.close()

@@ -1,10 +1,29 @@
 """Helpers shared by tests (on sys.path through pytest's `pythonpath`)."""
 from __future__ import annotations
 
+import os
+from typing import Optional
+
+import pytest
 import torch
 
 from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
 from isaac_ppo.agent.rollout import RolloutBuffer
+
+
+# CI (.ci/run) installs every system library the suite uses and sets this: a missing one fails there
+REQUIRE_SYSTEM = "ISAAC_PPO_REQUIRE_SYSTEM"
+
+
+def require_system(problem: Optional[str]) -> None:
+    """For a test that needs something outside pip (a system library): skip with `problem` (what is missing and
+    what to install) when it is absent; with ISAAC_PPO_REQUIRE_SYSTEM=1, fail instead, so that CI, which
+    installs it, can never pass by skipping."""
+    if problem is None:
+        return
+    if os.environ.get(REQUIRE_SYSTEM) == "1":
+        pytest.fail(f"{problem} [{REQUIRE_SYSTEM}=1: this machine must have it]")
+    pytest.skip(problem)
 
 
 def synthetic_buffer(model: ActorCritic, rollout_length: int, num_envs: int, seed: int = 1) -> RolloutBuffer:

@@ -41,6 +41,12 @@ def check(cfg: DictConfig) -> None:
             raise UserError(f"{key}={OmegaConf.select(cfg, key)!r} must be an integer")
     if cfg.test and not cfg.checkpoint:
         raise UserError("test=true needs checkpoint=PATH (a .pt file from a run's checkpoints/)")
+    if cfg.test and cfg.capture_video:
+        from isaac_ppo.video import gl_backend, offscreen_gl_problem
+
+        problem = offscreen_gl_problem(gl_backend(cfg.device))
+        if problem:
+            raise UserError(problem)
     if cfg.test and cfg.multi_gpu:
         raise UserError("test=true plays in one process: drop multi_gpu=true (and torchrun)")
     if cfg.agent.backend == "rl_games":

@@ -23,7 +23,6 @@ from torch import nn
 
 from isaac_ppo.agent.model import ACTIVATIONS, ActorCritic, gaussian_log_prob
 from isaac_ppo.diagnostics import metrics
-from isaac_ppo.errors import UserError
 
 # the probe's sampling stream, apart from the learner's and the collector's
 PROBE_SEED_OFFSET = 2_000_003

@@ -25,6 +25,7 @@ def run_dir(tmp_path, experiment):
     return sorted(glob.glob(str(tmp_path / "runs" / experiment / "*")))[-1]
 
 
+@pytest.mark.slow
 def test_diagnostics_do_not_change_training(tmp_path):
     for name, setting in (("off", "diagnostics=off"), ("full", "diagnostics=full")):
         result = train(tmp_path, *SMALL, setting, "max_iterations=4", f"experiment={name}")
@@ -39,6 +40,7 @@ def test_diagnostics_do_not_change_training(tmp_path):
                map(json.loads, open(os.path.join(run_dir(tmp_path, "off"), "metrics.jsonl"))))
 
 
+@pytest.mark.slow
 def test_default_diagnostics_land_in_metrics_tensorboard_and_a_panel(tmp_path):
     result = train(tmp_path, *SMALL, "max_iterations=12", "diagnostics.interval=5", "experiment=d")
     assert result.returncode == 0, result.stderr
@@ -59,6 +61,7 @@ def test_default_diagnostics_land_in_metrics_tensorboard_and_a_panel(tmp_path):
     assert "diagnostics panel:" in result.stdout
 
 
+@pytest.mark.slow
 def test_diagnostics_reach_the_adaptive_scheduler(tmp_path):
     """With diagnostics every iteration and a hair-trigger rule, the ladder moves on measured values."""
     result = train(tmp_path, *SMALL, "diagnostics.interval=1", "scheduler=adaptive", "scheduler.min_dwell=1",

@@ -17,10 +17,13 @@ import torch.multiprocessing as mp
 from helpers import synthetic_buffer
 from rank_worker import ENVS, OBS, PPO_CFG, STEPS, InOrderPPO, learn, new_model, rank_process
 
+pytestmark = pytest.mark.slow  # every test here launches processes that train (the whole suite runs them)
+
 BIN = os.path.dirname(sys.executable)
 TRAIN = os.path.join(BIN, "isaac-ppo-train")
 TORCHRUN = os.path.join(BIN, "torchrun")
-SMALL = ["task=Cartpole", "sim=mujoco", "num_envs=64", "agent.minibatch_size=256", "diagnostics.interval=2"]
+SMALL = ["task=Cartpole", "sim=mujoco", "num_envs=64", "agent.minibatch_size=256", "diagnostics.interval=2",
+         "diagnostics.plot=false"]  # (the end-of-run panel costs ~4 s a run: test_diagnostics_runs draws it)
 
 
 def torchrun(tmp_path, *overrides, nproc=2):

@@ -114,6 +114,7 @@ def run_bench(*args):
     return subprocess.run([script, *args], capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir())
 
 
+@pytest.mark.slow
 def test_bench_sim_prints_one_json_line_last():
     result = run_bench("sim", "task=Cartpole", "num_envs=64", "steps=20", "sim=mujoco")
     assert result.returncode == 0, result.stderr
@@ -123,6 +124,7 @@ def test_bench_sim_prints_one_json_line_last():
     assert report["diverged"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args,message",
     [

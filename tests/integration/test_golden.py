@@ -21,6 +21,8 @@ import sys
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow  # every test here launches processes that train (the whole suite runs them)
+
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
 GOLDEN = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "ant_3_iterations.json")
 BASE = ["task=Ant", "num_envs=256", "agent.minibatch_size=1024", "seed=0", "sim=mujoco"]

@@ -61,16 +61,26 @@ def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path
     assert calls == [] and os.path.isfile(tmp_path / "checkpoints" / "best.pt")
 
 
-def test_resume_in_process_continues_exactly(tmp_path):
-    _, _, _, whole = _train(tmp_path / "whole", "max_iterations=4", "scheduler=concurrent")
-    _train(tmp_path / "part", "max_iterations=2", "scheduler=concurrent")
-    _, _, _, resumed = _train(tmp_path / "part", "max_iterations=4", "scheduler=concurrent",
-                              resume_from=str(tmp_path / "part" / "checkpoints" / "last.pt"))
+@pytest.mark.parametrize("scheduler", ["fixed", "concurrent"])
+def test_resume_continues_exactly(tmp_path, scheduler):
+    """Stopped after 2 of 4 iterations and resumed from last.pt: the same rows and parameters as a run of 4."""
+    common = ["scheduler=" + scheduler, "seed=5"]
+    _, _, whole_runner, _ = _train(tmp_path / "whole", "max_iterations=4", *common)
+    _train(tmp_path / "part", "max_iterations=2", *common)
+    part = load(str(tmp_path / "part" / "checkpoints" / "last.pt"))
+    if scheduler == "concurrent":
+        # the run ended at iteration 2: no batch was collected ahead, the policy that would have collected it is kept
+        assert part["pending"] is None and part["behaviour"] is not None
+    _, _, runner, resumed = _train(tmp_path / "part", "max_iterations=4", *common,
+                                   resume_from=str(tmp_path / "part" / "checkpoints" / "last.pt"))
     assert resumed["iterations"] == 4
     strip = {"wall_s", "collect_s", "wait_s", "update_s", "iteration_s", "fps", "fps_collect", "fps_update"}
     rows = [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "whole")]
     again = [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "part")]
     assert again == rows
+    assert [row["staleness"] for row in again] == ([0, 1, 1, 1] if scheduler == "concurrent" else [0, 0, 0, 0])
+    for name, value in whole_runner.model.state_dict().items():
+        assert torch.equal(value, runner.model.state_dict()[name]), name
 
 
 class TwoRanksOnThisMachine(Local):

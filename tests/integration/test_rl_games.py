@@ -13,6 +13,8 @@ import sys
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # every test here launches processes that train (the whole suite runs them)
+
 BIN = os.path.dirname(sys.executable)
 TRAIN = os.path.join(BIN, "isaac-ppo-train")
 REPORT = os.path.join(BIN, "isaac-ppo-report")

@@ -11,12 +11,16 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
+
+pytestmark = pytest.mark.slow  # every test here launches processes that train (the whole suite runs them)
 
 BIN = os.path.dirname(sys.executable)
 TRAIN = os.path.join(BIN, "isaac-ppo-train")
 REPORT = os.path.join(BIN, "isaac-ppo-report")
-SMALL = ["task=Cartpole", "sim=mujoco", "agent.minibatch_size=256"]
+SMALL = ["task=Cartpole", "sim=mujoco", "agent.minibatch_size=256",
+         "diagnostics.plot=false"]  # (the end-of-run panel costs ~4 s a run: test_diagnostics_runs draws it)
 
 
 def run(*command, cwd, timeout=300):

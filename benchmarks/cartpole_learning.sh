@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Cartpole learning targets (benchmarks, not tests): mean return >= 400 within 60 iterations at the default size
+# (512 envs x 16 steps), synchronous; and with concurrent collection (one-update-stale batches) within the
+# task's default budget of 100 iterations. Seeds 0 1 2; prints each run's best mean return and the iteration
+# it first reached 400.
+# Usage: bash benchmarks/cartpole_learning.sh [RUNS_DIR]   (default /tmp/isaac-ppo-cartpole-runs)
+set -euo pipefail
+runs="${1:-/tmp/isaac-ppo-cartpole-runs}"
+for seed in 0 1 2; do
+  isaac-ppo-train task=Cartpole sim=mujoco seed=$seed max_iterations=60 experiment=sync_seed$seed \
+    runs_dir="$runs" > /dev/null
+  isaac-ppo-train task=Cartpole sim=mujoco seed=$seed max_iterations=100 scheduler=concurrent \
+    experiment=concurrent_seed$seed runs_dir="$runs" > /dev/null
+done
+python - "$runs" <<'PY'
+import glob, json, os, sys
+for run in sorted(glob.glob(os.path.join(sys.argv[1], "*", "*"))):
+    rows = [json.loads(line) for line in open(os.path.join(run, "metrics.jsonl"))]
+    first = next((r["iteration"] + 1 for r in rows if (r["mean_return"] or 0) >= 400), None)
+    best = max((r["mean_return"] for r in rows if r["mean_return"] is not None), default=None)
+    print(f"{os.path.basename(os.path.dirname(run)):<20} iterations {len(rows):>3}  best {best:8.1f}  "
+          f"first >= 400 at iteration {first}")
+PY
