@@ -18,12 +18,8 @@ from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
 from isaac_ppo.agent.rollout import RolloutBuffer
 from isaac_ppo.envs.contract import nonfinite_rows, supports_active
 from isaac_ppo.envs.episodes import EpisodeTracker
-from isaac_ppo.errors import UserError
+from isaac_ppo.errors import NonFiniteError, UserError
 from isaac_ppo.scheduler.plan import Plan
-
-
-class NonFiniteError(UserError):
-    """Training met a NaN or an infinity; the message names the quantity (and env ids for observations)."""
 
 
 class SyncCollector:

@@ -12,3 +12,8 @@ class UserError(Exception):
 
 class InputError(UserError, ValueError):
     """Bad values handed to an env (actions, sizes); a ValueError too, for callers that catch those."""
+
+
+class NonFiniteError(UserError):
+    """Training met a NaN or an infinity; the message names the quantity (and env ids for observations). Nothing
+    non-finite is written: the last checkpoint on disk is the last good one."""

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from isaac_ppo.errors import UserError
+from isaac_ppo.errors import NonFiniteError, UserError
 from isaac_ppo.io import checkpoint
 from isaac_ppo.io.logger import iteration_row
 from isaac_ppo.scheduler import Plan
@@ -113,7 +113,8 @@ class Runner:
         t_probe = time.perf_counter()
         diag = self.probe.measure(k, buffer)  # {} unless due; sees the normalisers the update used
         probe_s = time.perf_counter() - t_probe
-        self._absorb_batch_statistics(buffer)
+        self.ppo.absorb_batch_statistics(buffer)
+        self._check_learner_finite(k)
         t2 = time.perf_counter()
         info = self.comm.episodes_of_all_ranks(batch.info)
         self.iteration += 1
@@ -173,14 +174,15 @@ class Runner:
             parts.append(self.env_steps / self.max_env_steps)
         return max(parts)
 
-    @torch.no_grad()
-    def _absorb_batch_statistics(self, buffer: Any) -> None:
-        """Fold the batch into the normalisers after the update, so rollout and update saw the same ones."""
-        merge = self.comm.merge_moments  # every rank's batch, exactly
-        if self.model.obs_norm is not None:
-            self.model.obs_norm.update(buffer.obs.view(-1, buffer.obs.shape[-1]), merge)
-        if self.model.value_norm is not None:
-            self.model.value_norm.update(buffer.returns.view(-1, 1), merge)
+    def _check_learner_finite(self, k: int) -> None:
+        """A finite loss can still take a step to NaN: stop at that update, before anything is saved."""
+        bad = checkpoint.first_non_finite({"parameter": dict(self.model.named_parameters()),
+                                           "normaliser": dict(self.model.named_buffers()),
+                                           "optimizer state": self.ppo.optimizer.state_dict()["state"]})
+        if bad is not None:
+            raise NonFiniteError(f"non-finite {bad.replace('.', ' ', 1)} after the update of iteration {k}: training "
+                                 "stopped; the checkpoints on disk are the last good ones (a smaller "
+                                 "agent.learning_rate?)")
 
     def state_dict(self) -> Dict[str, Any]:
         """The whole training state. With several ranks every rank must call it (their own envs, batches and

@@ -18,6 +18,7 @@ from isaac_ppo.agent.model import ActorCritic, gaussian_entropy, gaussian_kl, ga
 from isaac_ppo.distributed import Local
 from isaac_ppo.agent.rollout import RolloutBuffer
 from isaac_ppo.errors import UserError
+from isaac_ppo.io.checkpoint import first_non_finite
 from isaac_ppo.scheduler.plan import Plan
 
 LR_MIN, LR_MAX = 1e-6, 1e-2
@@ -114,11 +115,7 @@ class PPO:
                 # the minibatch's KL and loss ride with the gradients: averaged over ranks in the same all-reduce
                 mean_kl, mean_loss = self._step(loss, torch.stack([kl, loss.detach().float()]))
                 if not bool(torch.isfinite(mean_loss)):
-                    raise NonFiniteLoss(
-                        "non-finite loss (actor {:.3g}, critic {:.3g}): training stopped before the step".format(
-                            float(actor_loss.detach()), float(critic_loss.detach())
-                        )
-                    )
+                    raise NonFiniteLoss(self._non_finite_loss_message(actor_loss, critic_loss))
                 self._apply_step()
                 with torch.no_grad():
                     sums += torch.stack([
@@ -132,6 +129,25 @@ class PPO:
             "actor_loss": actor, "critic_loss": critic, "entropy": entropy, "bounds_loss": bounds, "kl": kl,
             "clip_fraction": clip_frac, "lr": self.lr, "minibatches": int(count),
         }
+
+    def _non_finite_loss_message(self, actor_loss: torch.Tensor, critic_loss: torch.Tensor) -> str:
+        """What made the loss non-finite: a previous step that left a parameter non-finite (a finite loss with a
+        huge step), else the batch."""
+        losses = "actor {:.3g}, critic {:.3g}".format(float(actor_loss.detach()), float(critic_loss.detach()))
+        bad = first_non_finite(dict(self.model.named_parameters()))
+        if bad is not None:
+            return (f"non-finite parameter {bad} after an optimizer step (then a non-finite loss: {losses}): "
+                    "training stopped; the checkpoints on disk are the last good ones (a smaller agent.learning_rate?)")
+        return f"non-finite loss ({losses}): training stopped before the step"
+
+    @torch.no_grad()
+    def absorb_batch_statistics(self, buffer: RolloutBuffer) -> None:
+        """Fold the batch into the normalisers after the update, so rollout and update saw the same ones."""
+        merge = self.comm.merge_moments  # every rank's batch, exactly
+        if self.model.obs_norm is not None:
+            self.model.obs_norm.update(buffer.obs.view(-1, buffer.obs.shape[-1]), merge)
+        if self.model.value_norm is not None:
+            self.model.value_norm.update(buffer.returns.view(-1, 1), merge)
 
     def permutation(self, n: int) -> torch.Tensor:
         """The order in which an epoch visits the batch (a fresh one every epoch)."""

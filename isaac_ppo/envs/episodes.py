@@ -63,10 +63,16 @@ class EpisodeTracker:
         }
 
     def state_dict(self) -> Dict[str, torch.Tensor]:
-        return {name: getattr(self, name).clone() for name in self._STATE}
+        # a checkpoint holds no NaN: "no episode finished yet" is saved as a mask beside zeros
+        state = {name: getattr(self, name).clone() for name in self._STATE}
+        state["finished"] = ~torch.isnan(self.last_return)
+        state["last_return"] = torch.nan_to_num(state["last_return"], nan=0.0)
+        return state
 
     def load_state_dict(self, state: Dict[str, torch.Tensor]) -> None:
         for name in self._STATE:
             getattr(self, name).copy_(state[name])
+        if "finished" in state:  # (older checkpoints kept the NaN itself)
+            self.last_return[~state["finished"].to(self.device)] = math.nan
 
     _STATE = ("running_return", "running_length", "last_return", "last_length", "_sums")

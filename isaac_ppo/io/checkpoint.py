@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from isaac_ppo.errors import UserError
+from isaac_ppo.errors import NonFiniteError, UserError
 
 FORMAT = "isaac-ppo-checkpoint-1"
 
@@ -33,6 +33,9 @@ class Checkpointer:
         path = os.path.join(self.dir, name)
         if not self.write:
             return path
+        bad = first_non_finite(state)
+        if bad is not None:  # never on disk: the previous file of this name stays the last good one
+            raise NonFiniteError(f"non-finite {bad} in the state for {name}: not saved, training stopped")
         os.makedirs(self.dir, exist_ok=True)
         tmp = path + ".tmp"
         torch.save(dict(state, format=FORMAT), tmp)
@@ -51,6 +54,20 @@ class Checkpointer:
         if mean_return == mean_return and (self.best_return is None or mean_return > self.best_return):
             self.best_return = mean_return
             self.save("best.pt", policy_fn())
+
+
+def first_non_finite(tree: Any, path: str = "") -> Optional[str]:
+    """The dotted name of the first floating tensor in a nested state (dicts, lists) holding a NaN or an
+    infinity, or None."""
+    if isinstance(tree, torch.Tensor):
+        finite = not tree.is_floating_point() or bool(torch.isfinite(tree).all())
+        return None if finite else (path or "tensor")
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, (list, tuple)) else ()
+    for key, value in items:
+        found = first_non_finite(value, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def load(path: str, device: Any = "cpu") -> Dict[str, Any]:

@@ -157,17 +157,27 @@ class RunLogger:
 
 def _drop_rows_from(path: str, iteration: int) -> None:
     """Keep the rows of iterations before `iteration` (atomically): a run stopped without warning after its last
-    checkpoint logged iterations that the resumed run logs again."""
+    checkpoint logged iterations that the resumed run logs again. A torn line (what a full disk or a crash
+    leaves mid-write) is dropped with them."""
     if not os.path.exists(path):
         return
     with open(path) as f:
         lines = f.readlines()
-    kept = [line for line in lines if line.strip() and json.loads(line).get("iteration", -1) < iteration]
+    kept = [line for line in lines if _row_before(line, iteration)]
     if len(kept) == len(lines):
         return
     with open(path + ".tmp", "w") as f:
         f.writelines(kept)
     os.replace(path + ".tmp", path)
+
+
+def _row_before(line: str, iteration: int) -> bool:
+    if not line.endswith("\n"):
+        return False  # torn: the row was never finished
+    try:
+        return json.loads(line).get("iteration", -1) < iteration
+    except ValueError:
+        return False
 
 
 def _plain(value: Any) -> Any:

@@ -4,6 +4,7 @@ stays in test_train_cli.py."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pytest
@@ -99,3 +100,70 @@ def test_the_update_keeps_its_share_of_the_cores(tmp_path):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def _all_finite(state) -> bool:
+    if isinstance(state, torch.Tensor):
+        return not state.is_floating_point() or bool(torch.isfinite(state).all())
+    if isinstance(state, dict):
+        return all(_all_finite(value) for value in state.values())
+    if isinstance(state, (list, tuple)):
+        return all(_all_finite(value) for value in state)
+    return True
+
+
+def test_a_diverging_update_is_stopped_before_anything_non_finite_is_written(tmp_path):
+    """With a learning rate of 1e3 a step of the first update turns the parameters non-finite (a finite loss, a
+    huge step): the run stops at the next minibatch naming the parameter, and the checkpoints already in its
+    folder (from a good run before it) are left finite and unchanged. (Not a resume: a resumed run keeps its
+    checkpoint's learning rate.)"""
+    _train(tmp_path, "max_iterations=2", "save_interval=1")
+    before = {name: (tmp_path / "checkpoints" / name).read_bytes() for name in os.listdir(tmp_path / "checkpoints")}
+    with pytest.raises(UserError, match=r"non-finite parameter \S+ after an optimizer step .*training stopped"):
+        _train(tmp_path, "max_iterations=30", "agent.learning_rate=1e3", "agent.lr_schedule=constant",
+               "save_interval=1")
+    after = {name: (tmp_path / "checkpoints" / name).read_bytes() for name in os.listdir(tmp_path / "checkpoints")}
+    assert after == before
+    for name in after:
+        assert _all_finite(load(str(tmp_path / "checkpoints" / name))), name
+
+
+def test_an_update_that_ends_non_finite_stops_the_run_unsaved(tmp_path):
+    """The last step of an update leaving a NaN (injected here) is caught after the update, before the row is
+    logged or anything saved, naming the parameter."""
+    cfg = compose_config([*SMALL, "max_iterations=3", "save_interval=1"])
+    env, scheduler = build_env_and_scheduler(cfg)
+    runner = build_runner(cfg, env, str(tmp_path), scheduler)
+    update = runner.ppo.update
+
+    def update_then_nan(*args, **kwargs):
+        stats = update(*args, **kwargs)
+        with torch.no_grad():
+            runner.model.mu.weight[0, 0] = math.nan
+        return stats
+
+    runner.ppo.update = update_then_nan
+    with pytest.raises(UserError, match=r"non-finite parameter mu.weight after the update of iteration 0: training "
+                                        r"stopped"):
+        runner.run()
+    assert not os.path.exists(tmp_path / "checkpoints") and _rows(tmp_path) == []
+
+
+def test_a_checkpoint_never_holds_a_non_finite_tensor(tmp_path):
+    """The last guard, whatever the source: a NaN anywhere in a state is refused by name and nothing is written."""
+    from isaac_ppo.io.checkpoint import Checkpointer
+
+    checkpointer = Checkpointer(str(tmp_path), save_interval=1)
+    with pytest.raises(UserError, match=r"non-finite ppo.optimizer.state.0.exp_avg in the state for last.pt"):
+        checkpointer.save("last.pt", {"ppo": {"optimizer": {"state": {0: {"exp_avg": torch.tensor([1.0, math.nan])}}}}})
+    assert not os.path.exists(tmp_path / "checkpoints" / "last.pt")
+
+
+def test_a_torn_last_row_does_not_stop_the_resume_in_place(tmp_path):
+    """A crash or a full disk mid-write leaves half a row: the resume in place drops it and redoes the iteration."""
+    _train(tmp_path, "max_iterations=2")
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"iteration": 2, "env_steps": 15')  # torn
+    _, _, _, summary = _train(tmp_path, "max_iterations=3", resume_from=str(tmp_path / "checkpoints" / "last.pt"))
+    assert summary["iterations"] == 3
+    assert [row["iteration"] for row in _rows(tmp_path)] == [0, 1, 2]
