@@ -15,6 +15,10 @@ from typing import Any, List, Optional
 from isaac_ppo import preload
 
 CONFIG_MODULE = "isaac_ppo.cfg"
+# exit statuses: 0 the run finished, 2 bad input (one line), STOPPED a stop signal ended it early with last.pt
+# saved (resume=auto continues it; EX_TEMPFAIL of sysexits.h), 1 anything else (a bug: its traceback)
+STOPPED = 75
+_stopped_by: List[str] = []  # the signals that stopped this process's runs early
 
 
 def _first(*values: Any) -> Any:
@@ -171,6 +175,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     finally:
         if scratch is not None and not os.listdir(scratch):
             os.rmdir(scratch)
+    if _stopped_by:
+        sys.exit(STOPPED)
 
 
 def _scratch_dir() -> str:
@@ -230,37 +236,64 @@ def _train_or_play(cfg: Any, comm: Any, device: str) -> Any:
             print(f"[{cfg.task.name}] video of env 0 ({result['frames']} frames): {video}")
         return result
 
-    resume_from = cfg.resume or None
-    if resume_from == "auto":
-        from isaac_ppo.io.checkpoint import newest_last
-
-        resume_from = newest_last(cfg.runs_dir, cfg.experiment or cfg.task.name)
-    if cfg.agent.get("backend", "isaac_ppo") == "rl_games":  # the same task, env and values, rl-games' learner
+    if cfg.agent.backend == "rl_games":  # the same task, env and values, rl-games' learner
         from isaac_ppo.rlgames import train_with_rl_games
 
-        return train_with_rl_games(cfg, env, run_dir)
-    in_place = os.path.join(run_dir, "checkpoints", "last.pt")
-    if not resume_from and os.path.exists(in_place):
-        # a requeued SLURM job (or a pinned hydra.run.dir) starts where this directory's run stopped; starting
-        # over would overwrite its checkpoints
-        if comm.is_main:
-            print(f"[{cfg.task.name}] {run_dir} already holds a run: resuming from {in_place}")
-        resume_from = in_place
+        return train_with_rl_games(cfg, env, run_dir)  # (not resumable here: a stop ends it with 0)
+    resume_from = resume_point(cfg, run_dir)
+    if resume_from and comm.is_main:
+        print(f"[{cfg.task.name}] resuming from {resume_from}")
     runner = build_runner(cfg, env, run_dir, scheduler, comm=comm, device=device)
     if cfg.checkpoint and not resume_from:
         from isaac_ppo.io.checkpoint import load
 
         runner.model.load_state_dict(load(cfg.checkpoint, device)["model"])
+    if comm.is_main and not os.path.exists(os.path.join(run_dir, "config.yaml")):
+        write_config(run_dir, cfg)  # written once: a run resumed in place keeps the record of what it is
     if comm.is_main:
-        write_config(run_dir, cfg)
         ranks = f" on each of {comm.world_size} ranks ({comm.backend})" if comm.world_size > 1 else ""
         print(f"[{cfg.task.name}] training on {type(env).__module__.split('.')[-1]} with {env.num_envs} envs"
               f"{ranks}; results in {run_dir}")
     summary = runner.run(resume_from)
-    if comm.is_main:
+    _report_end(cfg, summary, run_dir, comm.is_main)
+    return summary
+
+
+def resume_point(cfg: Any, run_dir: str) -> Optional[str]:
+    """The checkpoint this run continues from, if any: resume=PATH; resume=auto, the newest last.pt of a run of
+    this experiment whose config is this one (but for the keys a resume may change); or, with neither, this
+    directory's own last.pt (a requeued SLURM job or a pinned hydra.run.dir), when its config is this one."""
+    from isaac_ppo.config import resume_mismatch
+    from isaac_ppo.errors import UserError
+    from isaac_ppo.io.checkpoint import newest_matching_last
+
+    if cfg.resume == "auto":
+        return newest_matching_last(cfg.runs_dir, cfg.experiment or cfg.task.name,
+                                    lambda saved: resume_mismatch(saved, cfg))
+    if cfg.resume:
+        return cfg.resume
+    in_place = os.path.join(run_dir, "checkpoints", "last.pt")
+    if not os.path.exists(in_place):
+        return None
+    # starting over would overwrite this directory's checkpoints; continuing another config would mislabel them
+    mismatch = resume_mismatch(os.path.join(run_dir, "config.yaml"), cfg)
+    if mismatch:
+        raise UserError(f"{run_dir} holds another run ({mismatch}): give it its own hydra.run.dir, or start it "
+                        "again with that run's values to continue it")
+    return in_place
+
+
+def _report_end(cfg: Any, summary: Any, run_dir: str, main: bool) -> None:
+    """The last line: done, or stopped early (then the process exits with STOPPED)."""
+    stopped_by = summary.get("stopped_by") if summary else None
+    if stopped_by:
+        _stopped_by.append(stopped_by)
+        if main:
+            print(f"[{cfg.task.name}] stopped early by {stopped_by}: continue it with resume=auto "
+                  f"(or resume={summary.get('last_checkpoint')}); exit status {STOPPED}")
+    elif main:
         print(f"[{cfg.task.name}] done: final mean return {summary['final_mean_return']}, "
               f"best {summary['best_mean_return']}; results in {run_dir}")
-    return summary
 
 
 if __name__ == "__main__":

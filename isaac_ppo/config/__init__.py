@@ -30,6 +30,37 @@ def load(composed: Any) -> DictConfig:
     return _loaded[key]
 
 
+# what a resumed run may change without becoming another run: budgets, saving, threads, where files go, play
+CHANGEABLE_ON_RESUME = frozenset({
+    "resume", "checkpoint", "max_iterations", "max_env_steps", "save_interval", "torch_threads",
+    "collect_torch_threads", "headless", "test", "play_episodes", "capture_video", "runs_dir", "diagnostics.plot",
+})
+
+
+def resume_mismatch(saved_config_path: str, cfg: DictConfig) -> Optional[str]:
+    """Why the run whose config.yaml is at saved_config_path is not this config's run (the first key that
+    differs, with both values), or None when it is."""
+    import os
+
+    if not os.path.isfile(saved_config_path):
+        return f"no {os.path.basename(saved_config_path)} beside its checkpoints"
+    saved = _flat(OmegaConf.to_container(OmegaConf.load(saved_config_path), resolve=False))
+    now = _flat(OmegaConf.to_container(cfg, resolve=True))
+    for key in sorted(set(saved) | set(now)):
+        if key not in CHANGEABLE_ON_RESUME and saved.get(key) != now.get(key):
+            return f"{key}={saved.get(key)!r} there, {now.get(key)!r} here"
+    return None
+
+
+def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    flat: Dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
 def budgets(cfg: DictConfig) -> Tuple[Optional[int], Optional[int]]:
     """(max_iterations, max_env_steps). max_iterations null means agent.max_epochs, unless max_env_steps is
     set: then the env steps alone end the run."""
@@ -38,4 +69,4 @@ def budgets(cfg: DictConfig) -> Tuple[Optional[int], Optional[int]]:
     return (None if cfg.max_env_steps is not None else cfg.agent.max_epochs), cfg.max_env_steps
 
 
-__all__ = ["Config", "budgets", "load", "typed"]
+__all__ = ["CHANGEABLE_ON_RESUME", "Config", "budgets", "load", "resume_mismatch", "typed"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -89,12 +89,18 @@ def _torch_load(path: str, device: Any) -> Any:
         return torch.load(path, map_location=device)
 
 
-def newest_last(runs_dir: str, experiment: str) -> str:
-    """resume=auto: the most recently written last.pt of this experiment's runs."""
-    candidates = glob.glob(os.path.join(runs_dir, experiment, "*", "checkpoints", "last.pt"))
+def newest_matching_last(runs_dir: str, experiment: str, mismatch: Callable[[str], Optional[str]]) -> str:
+    """resume=auto: the most recently written last.pt of this experiment's runs whose config.yaml `mismatch`
+    accepts (returns None for); a one-line refusal naming the newest candidate's difference otherwise."""
+    pattern = os.path.join(runs_dir, experiment, "*", "checkpoints", "last.pt")
+    candidates = sorted(glob.glob(pattern), key=os.path.getmtime, reverse=True)
     if not candidates:
-        raise UserError(
-            f"resume=auto found no {os.path.join(runs_dir, experiment, '*', 'checkpoints', 'last.pt')}: "
-            "give resume=PATH or start a new run"
-        )
-    return max(candidates, key=os.path.getmtime)
+        raise UserError(f"resume=auto found no {pattern}: give resume=PATH or start a new run")
+    reasons = []
+    for path in candidates:
+        reason = mismatch(os.path.join(os.path.dirname(os.path.dirname(path)), "config.yaml"))
+        if reason is None:
+            return path
+        reasons.append(reason)
+    raise UserError(f"resume=auto found {len(candidates)} run(s) of {experiment}, none with this config (the newest: "
+                    f"{reasons[0]}): give resume=PATH or start a new run")

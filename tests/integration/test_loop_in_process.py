@@ -14,6 +14,7 @@ from isaac_ppo.build import build_env_and_scheduler, build_runner
 from isaac_ppo.distributed import Local
 from isaac_ppo.errors import UserError
 from isaac_ppo.io.checkpoint import load
+from isaac_ppo.io.logger import write_config
 from isaac_ppo.play import play
 from isaac_ppo.train import compose_config
 
@@ -167,3 +168,25 @@ def test_a_torn_last_row_does_not_stop_the_resume_in_place(tmp_path):
     _, _, _, summary = _train(tmp_path, "max_iterations=3", resume_from=str(tmp_path / "checkpoints" / "last.pt"))
     assert summary["iterations"] == 3
     assert [row["iteration"] for row in _rows(tmp_path)] == [0, 1, 2]
+
+
+def test_resume_auto_continues_only_a_run_of_this_config(tmp_path):
+    """resume=auto skips the newest run when it is another seed's, and refuses (naming the difference) when no run
+    is this config's; a directory holding another config's run refuses to be continued in place."""
+    from isaac_ppo.train import resume_point
+
+    runs = tmp_path / "runs"
+    common = [f"runs_dir={runs}", "experiment=e", "max_iterations=1"]
+    seed3, _, _, _ = _train(runs / "e" / "a", *common, "seed=3")
+    write_config(str(runs / "e" / "a"), seed3)
+    seed2, _, _, _ = _train(runs / "e" / "b", *common, "seed=2")  # newer, another seed
+    write_config(str(runs / "e" / "b"), seed2)
+    asked = compose_config([*SMALL, *common, "seed=3", "resume=auto", "max_iterations=5"])  # a budget may grow
+    assert resume_point(asked, str(tmp_path / "new")) == str(runs / "e" / "a" / "checkpoints" / "last.pt")
+    other = compose_config([*SMALL, *common, "seed=4", "resume=auto"])
+    with pytest.raises(UserError, match=r"resume=auto found 2 run\(s\) of e, none with this config \(the newest: "
+                                        r"seed=2 there, 4 here\)"):
+        resume_point(other, str(tmp_path / "new"))
+    with pytest.raises(UserError, match=r"holds another run \(seed=3 there, 4 here\)"):
+        resume_point(compose_config([*SMALL, *common, "seed=4"]), str(runs / "e" / "a"))
+    assert resume_point(compose_config([*SMALL, *common, "seed=3"]), str(runs / "e" / "a")).endswith("last.pt")

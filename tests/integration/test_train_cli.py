@@ -84,8 +84,8 @@ def test_sigterm_saves_a_checkpoint_and_resume_auto_finishes_the_run(tmp_path):
     assert metrics is not None, "the run never got going"
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
-    assert "stopped by SIGTERM" in out
+    assert process.returncode == 75, err  # stopped early, resumable: `train && next` must not go on
+    assert "stopped by SIGTERM" in out and "resume=auto" in out and "done" not in out
     (pre_dir,) = run_dirs(tmp_path, "pre")
     _, counters = last_params(pre_dir)
     assert 3 <= counters["iteration"] < 20
