@@ -144,8 +144,29 @@ def _hydra_message(error: Exception) -> str:
         key = lines[0].split("'")[1] if "'" in lines[0] else lines[0]
         return f"unknown config key {key!r}: see `isaac-ppo-train --cfg job` for the keys (a new key needs +{key}=...)"
     if "Could not find" in text and "options" in text.lower():
-        return " ".join(lines[:2])
+        return _no_such_option(lines)
     return lines[0]
+
+
+def _no_such_option(lines: List[str]) -> str:
+    """Hydra's 'Could not find group/name' with the group's options, and the closest one."""
+    import difflib
+    import re
+
+    found = re.search(r"Could not find '([^'/]+)/([^']+)'", lines[0])
+    start = next((i for i, line in enumerate(lines) if "options" in line.lower()), len(lines) - 1) + 1
+    options = []
+    for line in lines[start:]:
+        if line.startswith("Config search path"):  # what Hydra adds after the options
+            break
+        options.append(line.strip())
+    if not found or not options:
+        return " ".join(lines[:2])
+    group, name = found.groups()
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.5) or [
+        o for o in options if o.lower() == name.lower()]
+    hint = f"did you mean {group}={close[0]}? " if close else ""
+    return f"{group}={name} does not exist: {hint}({group} options: {', '.join(options)})"
 
 
 def main(argv: Optional[List[str]] = None) -> None:

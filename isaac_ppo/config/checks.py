@@ -23,6 +23,13 @@ POSITIVE = ("agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_
             "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
             "agent.max_epochs")
 TASK_INTEGERS = ("task.env.numEnvs", "task.env.episodeLength")
+# key -> (lowest, highest, whether the lowest itself is allowed): what each number means bounds it
+RANGES = {
+    "agent.learning_rate": (0.0, None, False), "agent.gamma": (0.0, 1.0, False), "agent.lam": (0.0, 1.0, True),
+    "agent.clip": (0.0, None, False), "agent.kl_threshold": (0.0, None, False), "agent.grad_norm": (0.0, None, False),
+    "agent.critic_coef": (0.0, None, True), "agent.entropy_coef": (0.0, None, True),
+    "agent.bounds_loss_coef": (0.0, None, True),
+}
 FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 
 
@@ -36,6 +43,14 @@ def check(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if value is not None and value < 1:
             raise UserError(f"{key}={value!r} must be a positive integer")
+    for key, (low, high, low_allowed) in RANGES.items():
+        value = OmegaConf.select(cfg, key)
+        if value < low or (value == low and not low_allowed) or (high is not None and value > high):
+            span = f"{'[' if low_allowed else '('}{low:g}, {'inf)' if high is None else f'{high:g}]'}"
+            raise UserError(f"{key}={value!r} must be in {span}")
+    hidden = list(cfg.agent.network.hidden)
+    if not hidden or min(hidden) < 1:
+        raise UserError(f"agent.network.hidden={hidden} must list at least one layer, each of at least 1 unit")
     for key in TASK_INTEGERS:
         if not isinstance(OmegaConf.select(cfg, key), int):
             raise UserError(f"{key}={OmegaConf.select(cfg, key)!r} must be an integer")

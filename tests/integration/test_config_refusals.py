@@ -1,0 +1,47 @@
+"""Values that parse but mean nothing are refused at the boundary, in one line naming the key (the composed
+config through isaac_ppo.config.load, as isaac-ppo-train does before a run directory exists)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from isaac_ppo.errors import UserError
+from isaac_ppo.train import compose_config
+
+BASE = ["task=Cartpole", "sim=mujoco"]
+
+
+@pytest.mark.parametrize("override,message", [
+    ("agent.network.hidden=[]", "agent.network.hidden=[] must list at least one layer"),
+    ("agent.network.hidden=[64,0]", "agent.network.hidden=[64, 0] must list at least one layer"),
+    ("agent.learning_rate=-1", "agent.learning_rate=-1.0 must be in (0, inf)"),
+    ("agent.learning_rate=0", "agent.learning_rate=0.0 must be in (0, inf)"),
+    ("agent.gamma=1.5", "agent.gamma=1.5 must be in (0, 1]"),
+    ("agent.lam=-0.1", "agent.lam=-0.1 must be in [0, 1]"),
+    ("agent.clip=0", "agent.clip=0.0 must be in (0, inf)"),
+    ("agent.entropy_coef=-1", "agent.entropy_coef=-1.0 must be in [0, inf)"),
+    ("+unknown_key=1", "config key unknown_key: Key 'unknown_key' not in 'Config'"),
+    ("task=ant", "task=ant does not exist: did you mean task=Ant? (task options: Ant, Cartpole, Humanoid)"),
+])
+def test_meaningless_values_are_refused_naming_the_key(override, message):
+    with pytest.raises(UserError) as error:
+        compose_config([*BASE, override])
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_edges_that_mean_something_are_accepted():
+    compose_config([*BASE, "agent.gamma=1.0", "agent.lam=0", "agent.entropy_coef=0", "agent.network.hidden=[1]"])
+
+
+def test_a_misspelt_task_on_the_command_line_is_one_line_and_exit_2(tmp_path):
+    script = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
+    result = subprocess.run([script, "task=humanoid", f"runs_dir={tmp_path / 'runs'}"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "isaac-ppo-train: task=humanoid does not exist: did you mean task=Humanoid? "
+        "(task options: Ant, Cartpole, Humanoid)"]
+    assert not (tmp_path / "runs").exists()
