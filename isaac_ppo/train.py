@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from isaac_ppo import preload
 
@@ -46,6 +46,28 @@ def _parallel_jobs(*, _root_: Any) -> int:
     return max(1, cores // max(int(_root_.torch_threads), physics))
 
 
+_claimed: Dict[str, str] = {}  # base -> the run directory this process claimed for it
+
+
+def _fresh_run_dir(base: str) -> str:
+    """${fresh_run_dir:BASE}: a run directory no other run has: BASE, or BASE-2, BASE-3, ... when another run
+    (started in the same second, say) made it first. Claimed with mkdir, which is atomic, so two runs never
+    share one; the same BASE gives this process the same directory however often Hydra resolves it."""
+    if base not in _claimed:
+        os.makedirs(os.path.dirname(base) or ".", exist_ok=True)
+        for n in range(1, 10_000):
+            candidate = base if n == 1 else f"{base}-{n}"
+            try:
+                os.mkdir(candidate)
+            except FileExistsError:
+                continue
+            _claimed[base] = candidate
+            break
+        else:
+            raise RuntimeError(f"no free run directory next to {base}")
+    return _claimed[base]
+
+
 def _register_resolvers() -> None:
     from omegaconf import OmegaConf
 
@@ -53,6 +75,8 @@ def _register_resolvers() -> None:
         OmegaConf.register_new_resolver("first", _first)
     if not OmegaConf.has_resolver("task_budget"):
         OmegaConf.register_new_resolver("task_budget", _task_budget)
+    if not OmegaConf.has_resolver("fresh_run_dir"):
+        OmegaConf.register_new_resolver("fresh_run_dir", _fresh_run_dir)
     if not OmegaConf.has_resolver("parallel_jobs"):
         OmegaConf.register_new_resolver("parallel_jobs", _parallel_jobs)
 

@@ -45,3 +45,15 @@ def test_a_misspelt_task_on_the_command_line_is_one_line_and_exit_2(tmp_path):
         "isaac-ppo-train: task=humanoid does not exist: did you mean task=Humanoid? "
         "(task options: Ant, Cartpole, Humanoid)"]
     assert not (tmp_path / "runs").exists()
+
+
+def test_run_directories_are_claimed_never_shared(tmp_path, monkeypatch):
+    """Two runs resolving the same directory name (started in the same second) get two directories."""
+    from isaac_ppo import train
+
+    base = str(tmp_path / "runs" / "Ant" / "2026-01-01_00-00-00")
+    monkeypatch.setattr(train, "_claimed", {})
+    first = train._fresh_run_dir(base)
+    assert train._fresh_run_dir(base) == first == base  # the same process: the same directory
+    monkeypatch.setattr(train, "_claimed", {})  # another process
+    assert train._fresh_run_dir(base) == base + "-2" and os.path.isdir(base + "-2")

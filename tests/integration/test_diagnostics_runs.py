@@ -28,7 +28,7 @@ def run_dir(tmp_path, experiment):
 @pytest.mark.slow
 def test_diagnostics_do_not_change_training(tmp_path):
     for name, setting in (("off", "diagnostics=off"), ("full", "diagnostics=full")):
-        result = train(tmp_path, *SMALL, setting, "max_iterations=4", f"experiment={name}")
+        result = train(tmp_path, *SMALL, setting, "max_iterations=4", f"experiment={name}", "diagnostics.plot=false")
         assert result.returncode == 0, result.stderr
     states = [torch.load(os.path.join(run_dir(tmp_path, n), "checkpoints", "last.pt"), weights_only=False)
               for n in ("off", "full")]
@@ -66,7 +66,8 @@ def test_diagnostics_reach_the_adaptive_scheduler(tmp_path):
     """With diagnostics every iteration and a hair-trigger rule, the ladder moves on measured values."""
     result = train(tmp_path, *SMALL, "diagnostics.interval=1", "scheduler=adaptive", "scheduler.min_dwell=1",
                    "scheduler.warmup=1", "scheduler.rank_drop=0.0001", "scheduler.dormant_rise=0.0001",
-                   "scheduler.ess_low=0.9999", "scheduler.ess_high=1.0", "max_iterations=6", "experiment=adapt")
+                   "scheduler.ess_low=0.9999", "scheduler.ess_high=1.0", "max_iterations=6", "experiment=adapt",
+                   "diagnostics.plot=false")
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in open(os.path.join(run_dir(tmp_path, "adapt"), "metrics.jsonl"))]
     events = [e for r in rows for e in r.get("scheduler_events", [])]

@@ -206,3 +206,24 @@ def test_user_config_directory_and_python_dash_m(tmp_path):
     assert saved.agent.name == "TinyPPO" and list(saved.agent.network.hidden) == [8]
     model = torch.load(os.path.join(run_dir, "checkpoints", "last.pt"), weights_only=False)["model"]
     assert model["actor_body.0.weight"].shape == (8, 4)
+
+
+@pytest.mark.slow
+def test_two_runs_started_at_once_never_share_a_folder(tmp_path):
+    """The same resolved run directory for both (as two starts in the same second have): each run gets its own,
+    with its own config, rows and checkpoints."""
+    same = "hydra.run.dir=${fresh_run_dir:" + str(tmp_path / "runs" / "same") + "}"
+    processes = [subprocess.Popen([SCRIPT, *SMALL, "max_iterations=2", f"seed={seed}", same], cwd=tmp_path,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for seed in (1, 2)]
+    for process in processes:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    folders = sorted(glob.glob(str(tmp_path / "runs" / "same*")))
+    assert [os.path.basename(f) for f in folders] == ["same", "same-2"]
+    seeds = set()
+    for folder in folders:
+        seeds.add(next(line for line in open(os.path.join(folder, "config.yaml")) if line.startswith("seed:")))
+        rows = [json.loads(line) for line in open(os.path.join(folder, "metrics.jsonl"))]
+        assert [row["iteration"] for row in rows] == [0, 1]
+        assert os.path.isfile(os.path.join(folder, "checkpoints", "last.pt"))
+    assert seeds == {"seed: 1\n", "seed: 2\n"}
