@@ -21,7 +21,9 @@ COMPLETE, STOPPED, CRASHED, EMPTY = "complete", "stopped", "crashed or running",
 NOT_RUNS = {".hydra", "tb", "checkpoints", "__pycache__"}
 # overrides that say where a run writes, not how it trains: never a group key, so runs named per seed
 # (experiment=ant_s0, ant_s1) or gathered from several runs_dirs pool like any seeds of one setting
-OUTPUT_KEYS = {"experiment", "runs_dir", "hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir"}
+# overrides that say where a run writes or where it continues from, not what it is: never a swept setting (a run
+# resumed with resume=auto is the same setting as the one it continues)
+OUTPUT_KEYS = {"experiment", "runs_dir", "hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "resume"}
 
 
 # ------------------------------------------------------------------------------------------ runs on disk

@@ -373,3 +373,11 @@ def test_run_names_and_output_folders_are_not_group_keys(tmp_path):
     assert sorted(groups) == ["isaac_ppo", "rl_games"]
     assert "experiment" not in groups["isaac_ppo"] and "runs_dir" not in groups["isaac_ppo"]
     assert float(groups["isaac_ppo"]["iqm"]) == 11.0 and float(groups["rl_games"]["iqm"]) == 21.0
+
+
+def test_a_resumed_run_is_not_another_setting(tmp_path, capsys):
+    """resume= says where a run continues from, not what it is: it is never a swept key."""
+    make_run(str(tmp_path / "a"), ["task=Cartpole", "seed=0"], curve(1.0), seed=0)
+    make_run(str(tmp_path / "b"), ["task=Cartpole", "seed=1", "resume=auto"], curve(2.0), seed=1)
+    out = run_main([str(tmp_path), "--out", str(tmp_path / "out"), "--reps", "50"], capsys)
+    assert "2/2" in out  # one setting of two runs (with resume swept: two settings of one run each)
