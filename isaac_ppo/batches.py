@@ -37,9 +37,13 @@ class SyncBatches:
         self.collect_threads = collect_threads
 
     def take(self, k: int, plan: Plan) -> Collected:
+        return self._collect_now(plan, None, policy_version=k)
+
+    def _collect_now(self, plan: Plan, model: Optional[ActorCritic], policy_version: int) -> Collected:
+        """Collect plan's batch on this thread into slot 0 (model None: the live policy)."""
         torch.set_num_threads(self.collect_threads)
-        buffer, info = self.collector.collect(plan, slot=0)
-        return Collected(plan, 0, buffer, info, policy_version=k, concurrent=False)
+        buffer, info = self.collector.collect(plan, model, slot=0)
+        return Collected(plan, 0, buffer, info, policy_version, concurrent=model is not None)
 
     def before_update(self, k: int, batch: Collected, next_plan: NextPlan) -> None:
         """Nothing is collected ahead: the next plan is asked for after this update is observed."""
@@ -82,9 +86,7 @@ class ConcurrentBatches(SyncBatches):
         behaviour = self.new_model()
         behaviour.load_state_dict(self.behaviour)
         self.behaviour = None
-        torch.set_num_threads(self.collect_threads)
-        buffer, info = self.collector.collect(plan, behaviour, slot=0)
-        return Collected(plan, 0, buffer, info, policy_version=k - 1, concurrent=True)
+        return self._collect_now(plan, behaviour, policy_version=k - 1)
 
     def before_update(self, k: int, batch: Collected, next_plan: NextPlan) -> None:
         """Start batch k+1 with a snapshot of the policy before update k; when iteration k+1 will not run in

@@ -200,8 +200,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     if _sim_choice(argv) in ("auto", "isaacgym"):
         preload.isaacgym_first()  # before anything imports torch
     if "capture_video=true" in argv:
+        from isaac_ppo.video import gl_backend  # (imports neither torch nor mujoco)
+
         # MuJoCo picks its OpenGL backend when imported: headless EGL on GPU nodes, OSMesa on CPUs
-        os.environ.setdefault("MUJOCO_GL", "egl" if any(a.startswith("device=cuda") for a in argv) else "osmesa")
+        devices = [a[len("device="):] for a in argv if a.startswith("device=")]
+        os.environ["MUJOCO_GL"] = gl_backend(devices[-1] if devices else "cpu")
     _register_resolvers()
     plain = [a for a in argv if "=" in a and not a.startswith(("-", "hydra.", "hydra/", "+hydra"))]
     flags = [a for a in argv if a.startswith("-")]
