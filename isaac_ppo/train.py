@@ -250,26 +250,27 @@ def _hydra_entry() -> None:
     _run()
 
 
-def run(cfg: Any) -> Any:
-    """Build the env and the runner from a composed config and train (or play when test=true); with
-    multi_gpu=true this process is one rank of the run."""
+def run(cfg: Any, run_dir: Optional[str] = None) -> Any:
+    """Build the env and the runner from a composed config and train (or play when test=true) into run_dir
+    (Hydra's run directory when not given); with multi_gpu=true this process is one rank of the run."""
     from isaac_ppo import config, distributed
 
     cfg = config.load(cfg)  # (already checked before Hydra made the run directory: not checked again)
     comm, device = distributed.setup(cfg.multi_gpu, cfg.device, cfg.dist_backend)
     try:
-        return _train_or_play(cfg, comm, device)
+        return _train_or_play(cfg, comm, device, run_dir)
     finally:
         comm.close()
 
 
-def _train_or_play(cfg: Any, comm: Any, device: str) -> Any:
+def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> Any:
     from hydra.core.hydra_config import HydraConfig
 
     from isaac_ppo.build import build_env_and_scheduler, build_runner
     from isaac_ppo.io.logger import write_config
 
-    run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else os.getcwd()
+    if run_dir is None:
+        run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else os.getcwd()
     run_dir = comm.broadcast_object(run_dir)  # rank 0's: every rank reads from it (resume), rank 0 writes
     env, scheduler = build_env_and_scheduler(cfg, rank=comm.rank, local_ranks=comm.local_world_size, device=device)
 

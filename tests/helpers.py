@@ -1,7 +1,11 @@
 """Helpers shared by tests (on sys.path through pytest's `pythonpath`)."""
 from __future__ import annotations
 
+import contextlib
+import glob
+import io
 import os
+from types import SimpleNamespace
 from typing import Optional
 
 import pytest
@@ -44,3 +48,20 @@ def synthetic_buffer(model: ActorCritic, rollout_length: int, num_envs: int, see
     buf.returns.copy_(torch.randn(*shape, generator=g))
     buf.advantages.copy_(torch.randn(*shape, generator=g))
     return buf
+
+
+def train_in_process(runs_dir: str, *overrides: str) -> SimpleNamespace:
+    """isaac-ppo-train OVERRIDES in this process: the CLI's own composition and run(), each run in the next
+    folder (000, 001, ...) of its experiment. For tests about what a run does, not about the process (exit
+    status, signals): a training process spends ~9 s importing torch, its optimizer's dynamo and Hydra.
+    Returns the run's folder, its console output and its summary; a refusal raises UserError."""
+    from isaac_ppo.train import compose_config, run
+
+    cfg = compose_config([f"runs_dir={runs_dir}", *overrides])
+    experiment = os.path.join(str(runs_dir), cfg.experiment or cfg.task.name)
+    run_dir = os.path.join(experiment, f"{len(glob.glob(os.path.join(experiment, '*'))):03d}")
+    os.makedirs(run_dir)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        summary = run(cfg, run_dir=run_dir)
+    return SimpleNamespace(run_dir=run_dir, stdout=out.getvalue(), summary=summary)

@@ -13,6 +13,7 @@ import time
 
 import pytest
 import torch
+from helpers import train_in_process
 
 pytestmark = pytest.mark.slow  # every test here launches processes that train (the whole suite runs them)
 
@@ -89,9 +90,8 @@ main(sys.argv[2:])
 
 
 def test_a_preempted_job_saves_hands_on_to_the_requeue_and_resumes_in_place(tmp_path):
-    job = ["num_envs=64", "max_iterations=20", "seed=3", *SMALL]
-    reference = run(TRAIN, *job, f"hydra.run.dir={tmp_path / 'reference'}", cwd=tmp_path)
-    assert reference.returncode == 0, reference.stderr
+    job = ["num_envs=64", "max_iterations=10", "seed=3", *SMALL]
+    reference = train_in_process(tmp_path / "runs", *job).run_dir  # (the job itself runs as a real process)
 
     job_dir, marker = tmp_path / "job", tmp_path / "requeued"
     command = [sys.executable, "-c", UNDER_SUBMITIT, str(marker), *job, f"hydra.run.dir={job_dir}"]
@@ -106,7 +106,7 @@ def test_a_preempted_job_saves_hands_on_to_the_requeue_and_resumes_in_place(tmp_
     assert marker.read_text() == "requeued"
     assert "stopped by SIGUSR2" in out  # ... the iteration finished and last.pt was saved
     stopped_at = torch.load(job_dir / "checkpoints" / "last.pt", weights_only=False)["counters"]["iteration"]
-    assert 3 <= stopped_at < 20
+    assert 3 <= stopped_at < 10
     with open(job_dir / "metrics.json") as f:
         assert json.load(f)["stopped_by"] == "SIGUSR2"
 
@@ -114,8 +114,8 @@ def test_a_preempted_job_saves_hands_on_to_the_requeue_and_resumes_in_place(tmp_
     requeued = run(TRAIN, *job, f"hydra.run.dir={job_dir}", cwd=tmp_path)
     assert requeued.returncode == 0, requeued.stderr
     assert f"resuming from {job_dir / 'checkpoints' / 'last.pt'}" in requeued.stdout
-    assert [row["iteration"] for row in rows(job_dir)] == list(range(20))  # continued, no row twice
-    expected = torch.load(tmp_path / "reference" / "checkpoints" / "last.pt", weights_only=False)["model"]
+    assert [row["iteration"] for row in rows(job_dir)] == list(range(10))  # continued, no row twice
+    expected = torch.load(os.path.join(reference, "checkpoints", "last.pt"), weights_only=False)["model"]
     final = torch.load(job_dir / "checkpoints" / "last.pt", weights_only=False)["model"]
     for name in expected:
         assert torch.equal(expected[name], final[name]), name
@@ -125,7 +125,8 @@ def test_a_preempted_job_saves_hands_on_to_the_requeue_and_resumes_in_place(tmp_
 
 def test_a_real_multirun_and_the_report_over_it(tmp_path):
     sweep = tmp_path / "sweep"
-    result = run(TRAIN, "-m", *SMALL, "max_iterations=3", "seed=0,1", "scheduler=budget",
+    # (a pool of 64 envs: the base plan's 4 minibatches; the task's default pool would make it 32 of 32 samples)
+    result = run(TRAIN, "-m", *SMALL, "num_envs=64", "max_iterations=3", "seed=0,1", "scheduler=budget",
                  "scheduler.num_envs=32,64", "scheduler.batch_size=1024", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     jobs = sorted(glob.glob(str(sweep / "[0-9]*")))
@@ -142,8 +143,9 @@ def test_a_real_multirun_and_the_report_over_it(tmp_path):
     # the numbers are the runs' own: two seeds per group, so the IQM is their mean and the CI spans them
     finals = {}
     for job in jobs:
-        envs = [o for o in (sweep / job / ".hydra" / "overrides.yaml").read_text().split() if "num_envs" in o]
-        finals.setdefault(envs[0].split("=")[1], []).append(rows(job)[-1]["mean_return"])
+        overrides = (sweep / job / ".hydra" / "overrides.yaml").read_text().split()
+        envs = next(o for o in overrides if o.startswith("scheduler.num_envs=")).split("=")[1]
+        finals.setdefault(envs, []).append(rows(job)[-1]["mean_return"])
     with open(out / "report.csv") as f:
         groups = {row["scheduler.num_envs"]: row for row in csv.DictReader(f)}
     assert sorted(groups) == ["32", "64"]

@@ -1,4 +1,5 @@
-"""isaac-ppo-train end to end: the real console script, Hydra composition, MuJoCo, TensorBoard files."""
+"""isaac-ppo-train end to end: the real console script, Hydra composition, MuJoCo, TensorBoard files. A run that
+only prepares what the command under test reads (a reference, a checkpoint to play) trains in this process."""
 from __future__ import annotations
 
 import glob
@@ -12,7 +13,7 @@ import time
 
 import pytest
 import torch
-from helpers import require_system
+from helpers import require_system, train_in_process
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
 # a small, fast Cartpole: 64 envs x 16 steps, 4 minibatches
@@ -67,10 +68,9 @@ def test_outputs_metrics_tensorboard_config_checkpoints(tmp_path):
 
 @pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_and_resume_auto_finishes_the_run(tmp_path):
-    reference = train(tmp_path, *SMALL, "max_iterations=20", "experiment=ref")
-    assert reference.returncode == 0, reference.stderr
+    train_in_process(tmp_path / "runs", *SMALL, "max_iterations=10", "experiment=ref")
     process = subprocess.Popen(
-        [SCRIPT, f"runs_dir={tmp_path / 'runs'}", *SMALL, "max_iterations=20", "experiment=pre"],
+        [SCRIPT, f"runs_dir={tmp_path / 'runs'}", *SMALL, "max_iterations=10", "experiment=pre"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )
     deadline = time.time() + 120
@@ -88,20 +88,20 @@ def test_sigterm_saves_a_checkpoint_and_resume_auto_finishes_the_run(tmp_path):
     assert "stopped by SIGTERM" in out and "resume=auto" in out and "done" not in out
     (pre_dir,) = run_dirs(tmp_path, "pre")
     _, counters = last_params(pre_dir)
-    assert 3 <= counters["iteration"] < 20
+    assert 3 <= counters["iteration"] < 10
     time.sleep(1.1)
-    resumed = train(tmp_path, *SMALL, "max_iterations=20", "experiment=pre", "resume=auto")
+    resumed = train(tmp_path, *SMALL, "max_iterations=10", "experiment=pre", "resume=auto")
     assert resumed.returncode == 0, resumed.stderr
     expected, _ = last_params(run_dirs(tmp_path, "ref")[0])
     final, counters = last_params(run_dirs(tmp_path, "pre")[-1])
-    assert counters["iteration"] == 20
+    assert counters["iteration"] == 10
     for name in expected:
         assert torch.equal(expected[name], final[name]), name
 
 
 @pytest.mark.slow
 def test_play_mode_reports_mean_return_and_length(tmp_path):
-    assert train(tmp_path, *SMALL, "max_iterations=2", "experiment=p").returncode == 0
+    train_in_process(tmp_path / "runs", *SMALL, "max_iterations=2", "experiment=p")
     (run_dir,) = run_dirs(tmp_path, "p")
     result = train(tmp_path, *SMALL, "test=true", "play_episodes=5",
                    f"checkpoint={os.path.join(run_dir, 'checkpoints', 'last.pt')}")
@@ -117,7 +117,7 @@ def test_play_mode_records_a_video_of_env_0(tmp_path):
 
     require_system(offscreen_gl_problem(gl_backend("cpu")))
 
-    assert train(tmp_path, *SMALL, "max_iterations=1", "experiment=v").returncode == 0
+    train_in_process(tmp_path / "runs", *SMALL, "max_iterations=1", "experiment=v")
     (run_dir,) = run_dirs(tmp_path, "v")
     result = train(tmp_path, *SMALL, "test=true", "play_episodes=2", "capture_video=true", "experiment=v",
                    f"checkpoint={os.path.join(run_dir, 'checkpoints', 'last.pt')}")
@@ -172,11 +172,9 @@ def test_isaacgym_without_isaacgym_is_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_non_finite_reward_stops_and_keeps_the_last_good_checkpoint(tmp_path):
-    assert train(tmp_path, *SMALL, "max_iterations=2", "experiment=good").returncode == 0
-    (good_dir,) = run_dirs(tmp_path, "good")
+    good_dir = train_in_process(tmp_path / "runs", *SMALL, "max_iterations=2", "experiment=good").run_dir
     checkpoint = os.path.join(good_dir, "checkpoints", "last.pt")
     digest = hashlib.sha256(open(checkpoint, "rb").read()).hexdigest()
-    time.sleep(1.1)
     result = train(tmp_path, *SMALL, "max_iterations=4", "experiment=good", f"resume={checkpoint}",
                    "agent.reward_scale=inf")
     one_line_error(result, "non-finite reward")
