@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from isaac_ppo.errors import NonFiniteError, UserError
+from isaac_ppo.envs.episodes import DivergenceLimit
+from isaac_ppo.errors import NonFiniteError, RunFailure, UserError
 from isaac_ppo.io import checkpoint
 from isaac_ppo.io.logger import iteration_row
 from isaac_ppo.scheduler import Plan
@@ -42,37 +43,53 @@ class Runner:
         self.history: List[Dict[str, Any]] = []  # this process's rows (not restored on resume)
         self.stops = StopRequests("saving a checkpoint at the end of this iteration")
         self.stop_agreed = False  # every rank knows of a stop request (checked once per iteration, together)
+        self.divergence = DivergenceLimit(cfg)
 
-    def run(self, resume_from: Optional[str] = None) -> Dict[str, Any]:
-        main = self.comm.is_main
-        if resume_from:
-            self.load_state_dict(checkpoint.load(resume_from, self.model.log_std.device), resume_from)
-            if main:
-                print(f"resumed from {resume_from} at iteration {self.iteration}")
+    def resume(self, path: str) -> None:
+        """Continue from checkpoint `path`: the whole training state, refused when its run is already done."""
+        self.load_state_dict(checkpoint.load(path, self.model.log_std.device), path)
+        if self.plan_of(self.iteration, self.env_steps) is None:
+            raise UserError(f"{path} is of a finished run ({self.iteration} iterations, {self.env_steps:,} env "
+                            "steps): raise max_iterations or max_env_steps to continue it")
+        if self.comm.is_main:
+            print(f"[{self.cfg.task.name}] resuming from {path} at iteration {self.iteration}")
+
+    def run(self) -> Dict[str, Any]:
         if self.logger is not None:
             self.logger.begin(self.iteration, self.env_steps, self.checkpointer.best_return)
+        self.checkpointer.remove_leftovers()
         with self.stops:
             try:
-                while not self._stop_agreed_now():
-                    row = self.step()
-                    if row is None:  # a budget (iterations or env steps) is used up
-                        break
-                    if self.logger is not None:
-                        self.logger.log(row)
-                    self.checkpointer.after_iteration(row["iteration"], self.state_dict, self.policy_state,
-                                                     row["mean_return"])
+                self._iterate()
                 # the end of the run and a preemption (SIGTERM, Ctrl-C) both leave last.pt at an iteration boundary
                 path = self.checkpointer.save("last.pt", self.state_dict())
                 summary = self._finish(path)
+            except RunFailure as failure:  # keep what can be kept: last.pt if the state is at a logged row
+                whole = self.logged == self.iteration and self.comm.world_size == 1  # (saving takes every rank)
+                kept = self.checkpointer.save_after_failure(self.state_dict if whole else None, self.iteration)
+                raise RunFailure(f"{failure}; {kept}") from None
             finally:
                 self.batches.abandon()
                 if self.logger is not None:
                     self.logger.close()
         if self.stops.requested:
-            if main:
+            if self.comm.is_main:
                 print(f"stopped by {self.stops.requested} after iteration {self.iteration}; checkpoint {path}")
             self.stops.hand_on_preemption()
         return summary
+
+    def _iterate(self) -> None:
+        """Iterations until a budget is used up or a stop is agreed: each logged, checked and saved."""
+        self.logged = self.iteration  # the iterations before it have their row on disk
+        while not self._stop_agreed_now():
+            row = self.step()
+            if row is None:  # a budget (iterations or env steps) is used up
+                return
+            if self.logger is not None:
+                self.logger.log(row)
+            self.logged = self.iteration
+            self.divergence.check(row)  # (after the row is logged: it records the divergences)
+            self.checkpointer.after_iteration(row["iteration"], self.state_dict, self.policy_state, row["mean_return"])
 
     def _finish(self, last_checkpoint: str) -> Dict[str, Any]:
         """metrics.json (rank 0) and the diagnostics panel."""
@@ -167,12 +184,8 @@ class Runner:
 
     def _progress(self) -> float:
         """How far through its budget the run is, in [0, 1] (for the linear learning-rate schedule)."""
-        parts = [0.0]
-        if self.max_iterations:
-            parts.append(self.iteration / self.max_iterations)
-        if self.max_env_steps:
-            parts.append(self.env_steps / self.max_env_steps)
-        return max(parts)
+        done = ((self.iteration, self.max_iterations), (self.env_steps, self.max_env_steps))
+        return max([0.0] + [count / budget for count, budget in done if budget])
 
     def _check_learner_finite(self, k: int) -> None:
         """A finite loss can still take a step to NaN: stop at that update, before anything is saved."""
@@ -212,19 +225,7 @@ class Runner:
                 "counters": {"iteration": self.iteration, "env_steps": self.env_steps, "wall_s": self.wall_s}}
 
     def load_state_dict(self, state: Mapping[str, Any], path: str) -> None:
-        if "ppo" not in state:
-            raise UserError(f"checkpoint {path} holds the policy alone (best.pt): resume from last.pt or iter_*.pt")
-        if (state["num_obs"], state["num_actions"]) != (self.env.num_obs, self.env.num_actions):
-            raise UserError(
-                f"checkpoint {path} is for {state['task']} (obs {state['num_obs']}, actions {state['num_actions']}),"
-                f" not {self.cfg.task.name}: resume with task={state['task']}"
-            )
-        saved_world = state.get("world_size", 1)
-        if saved_world != self.comm.world_size:
-            raise UserError(
-                f"checkpoint {path} was written by {saved_world} rank(s) and this run has {self.comm.world_size}: "
-                f"resume with {saved_world} process(es) (torchrun --nproc_per_node)"
-            )
+        checkpoint.check_resumable(state, path, self.cfg.task.name, self.env, self.comm.world_size)
         self.model.load_state_dict(state["model"])
         self.ppo.load_state_dict(state["ppo"])
         self.scheduler.load_state_dict(state["scheduler"])

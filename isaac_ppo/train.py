@@ -116,12 +116,15 @@ def _compose(overrides: List[str], with_hydra: bool = False) -> Any:
         GlobalHydra.instance().clear()
 
 
-def _prevalidate(overrides: List[str]) -> None:
-    """Refuse mistakes before Hydra makes a run directory."""
+def _prevalidate(overrides: List[str], pinned_run_dir: Optional[str] = None) -> None:
+    """Refuse mistakes before Hydra makes a run directory, or writes its .hydra/ record into a pinned one (a
+    hydra.run.dir holding another run's files)."""
     from isaac_ppo.errors import UserError
 
     try:
-        compose_config(overrides)
+        cfg = compose_config(overrides)
+        if pinned_run_dir is not None:
+            _check_pinned_run_dir(cfg, pinned_run_dir)
     except UserError as error:
         _fail(str(error))
 
@@ -208,8 +211,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     _register_resolvers()
     plain = [a for a in argv if "=" in a and not a.startswith(("-", "hydra.", "hydra/", "+hydra"))]
     flags = [a for a in argv if a.startswith("-")]
-    if not flags and len(plain) == len(argv):  # a single run with plain overrides: check it up front
-        _prevalidate(plain)
+    pinned = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir=")]
+    if not flags and all(a in plain or a.startswith("hydra.run.dir=") for a in argv):  # a single run: check it
+        _prevalidate(plain, pinned[-1] if pinned else None)
     elif flags in (["-m"], ["--multirun"]):  # every job of a sweep, before any is launched or queued
         _prevalidate_sweep(plain)
     scratch = None
@@ -240,14 +244,29 @@ def _hydra_entry() -> None:
 
     @hydra.main(config_path="pkg://" + CONFIG_MODULE, config_name="config", version_base=None)
     def _run(cfg: Any) -> Any:
-        from isaac_ppo.errors import UserError
+        from isaac_ppo.errors import RunFailure, UserError
 
         try:
             return run(cfg)
         except UserError as error:
+            _remove_unused_run_dir()
             _fail(str(error))
+        except RunFailure as error:  # what ran is kept; the message says what was saved
+            sys.stderr.write(f"isaac-ppo-train: {error}\n")
+            sys.exit(1)
 
     _run()
+
+
+def _remove_unused_run_dir() -> None:
+    """A run refused after Hydra made its directory leaves no folder behind: the directories this process
+    claimed are removed when they hold nothing of a run (Hydra's .hydra/ and an empty or unused train.log)."""
+    import shutil
+
+    for run_dir in _claimed.values():
+        names = set(os.listdir(run_dir)) if os.path.isdir(run_dir) else {"?"}
+        if names <= {".hydra", "train.log"}:
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def run(cfg: Any, run_dir: Optional[str] = None) -> Any:
@@ -272,6 +291,8 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
     if run_dir is None:
         run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else os.getcwd()
     run_dir = comm.broadcast_object(run_dir)  # rank 0's: every rank reads from it (resume), rank 0 writes
+    # (what to resume is decided before the env is built: a refusal costs nothing)
+    resume_from = None if cfg.test or cfg.agent.backend == "rl_games" else resume_point(cfg, run_dir)
     env, scheduler = build_env_and_scheduler(cfg, rank=comm.rank, local_ranks=comm.local_world_size, device=device)
 
     if cfg.test:
@@ -289,10 +310,9 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
         from isaac_ppo.rlgames import train_with_rl_games
 
         return train_with_rl_games(cfg, env, run_dir)  # (not resumable here: a stop ends it with 0)
-    resume_from = resume_point(cfg, run_dir)
-    if resume_from and comm.is_main:
-        print(f"[{cfg.task.name}] resuming from {resume_from}")
     runner = build_runner(cfg, env, run_dir, scheduler, comm=comm, device=device)
+    if resume_from:
+        runner.resume(resume_from)
     if cfg.checkpoint and not resume_from:
         from isaac_ppo.io.checkpoint import load
 
@@ -303,9 +323,23 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
         ranks = f" on each of {comm.world_size} ranks ({comm.backend})" if comm.world_size > 1 else ""
         print(f"[{cfg.task.name}] training on {type(env).__module__.split('.')[-1]} with {env.num_envs} envs"
               f"{ranks}; results in {run_dir}")
-    summary = runner.run(resume_from)
+    summary = runner.run()
     _report_end(cfg, summary, run_dir, comm.is_main)
     return summary
+
+
+def _check_pinned_run_dir(cfg: Any, run_dir: str) -> None:
+    """A run started in a directory holding a run continues it only when its config is that run's."""
+    from isaac_ppo.config import resume_mismatch
+    from isaac_ppo.errors import UserError
+
+    if cfg.test or not any(os.path.exists(os.path.join(run_dir, name))
+                           for name in ("config.yaml", os.path.join("checkpoints", "last.pt"))):
+        return
+    mismatch = resume_mismatch(os.path.join(run_dir, "config.yaml"), cfg)
+    if mismatch:
+        raise UserError(f"{run_dir} holds another run ({mismatch}): give it its own hydra.run.dir, or start it "
+                        "again with that run's values to continue it")
 
 
 def resume_point(cfg: Any, run_dir: str) -> Optional[str]:
@@ -313,7 +347,6 @@ def resume_point(cfg: Any, run_dir: str) -> Optional[str]:
     this experiment whose config is this one (but for the keys a resume may change); or, with neither, this
     directory's own last.pt (a requeued SLURM job or a pinned hydra.run.dir), when its config is this one."""
     from isaac_ppo.config import resume_mismatch
-    from isaac_ppo.errors import UserError
     from isaac_ppo.io.checkpoint import newest_matching_last
 
     if cfg.resume == "auto":
@@ -325,10 +358,7 @@ def resume_point(cfg: Any, run_dir: str) -> Optional[str]:
     if not os.path.exists(in_place):
         return None
     # starting over would overwrite this directory's checkpoints; continuing another config would mislabel them
-    mismatch = resume_mismatch(os.path.join(run_dir, "config.yaml"), cfg)
-    if mismatch:
-        raise UserError(f"{run_dir} holds another run ({mismatch}): give it its own hydra.run.dir, or start it "
-                        "again with that run's values to continue it")
+    _check_pinned_run_dir(cfg, run_dir)
     return in_place
 
 
@@ -341,8 +371,9 @@ def _report_end(cfg: Any, summary: Any, run_dir: str, main: bool) -> None:
             print(f"[{cfg.task.name}] stopped early by {stopped_by}: continue it with resume=auto "
                   f"(or resume={summary.get('last_checkpoint')}); exit status {STOPPED}")
     elif main:
+        diverged = f"; {summary['diverged']:,} episodes ended by a diverged simulation" if summary.get("diverged") else ""
         print(f"[{cfg.task.name}] done: final mean return {summary['final_mean_return']}, "
-              f"best {summary['best_mean_return']}; results in {run_dir}")
+              f"best {summary['best_mean_return']}{diverged}; results in {run_dir}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ reaches it), the same count rl-games reports for an IsaacGymEnvs episode (999 st
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import warnings
@@ -44,6 +45,7 @@ class MujocoTask:
         import mujoco
         from mujoco.batch import Batch
 
+        _send_mujoco_warnings_to_the_log(mujoco)
         self.cfg = cfg
         env = cfg["env"]
         self.num_envs = check_num_envs(num_envs)
@@ -226,6 +228,30 @@ class MujocoTask:
             return bad
         warned = torch.from_numpy(counts.any(axis=1)).nonzero().flatten()
         return torch.unique(torch.cat((warned, bad)))
+
+
+MUJOCO_LOGGER = "isaac_ppo.mujoco"
+LOGGED_WARNINGS = 100  # per process: the rest are only counted (extras["diverged"], env/diverged)
+
+
+def _send_mujoco_warnings_to_the_log(mujoco: Any) -> None:
+    """MuJoCo's own warnings (a line per diverged simulation, thousands an iteration when a task's scales are
+    wrong) go to the run's log file (Hydra's train.log), not to the console or a MUJOCO_LOG.TXT in the working
+    directory. The divergences themselves are counted per step and shown in the progress line."""
+    logger = logging.getLogger(MUJOCO_LOGGER)
+    logger.propagate = False  # the root logger's console handler must not print them
+    logger.handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)] or [
+        logging.NullHandler()]
+    logged = [0]
+
+    def to_log(message: str) -> None:  # (called from the batch's threads, with the GIL)
+        logged[0] += 1
+        if logged[0] <= LOGGED_WARNINGS:
+            logger.warning("MuJoCo: %s", message.strip())
+        elif logged[0] == LOGGED_WARNINGS + 1:
+            logger.warning("MuJoCo: further warnings are not logged (divergences are counted in env/diverged)")
+
+    mujoco.set_mju_user_warning(to_log)
 
 
 def usable_cpus() -> int:

@@ -28,7 +28,7 @@ RANGES = {
     "agent.learning_rate": (0.0, None, False), "agent.gamma": (0.0, 1.0, False), "agent.lam": (0.0, 1.0, True),
     "agent.clip": (0.0, None, False), "agent.kl_threshold": (0.0, None, False), "agent.grad_norm": (0.0, None, False),
     "agent.critic_coef": (0.0, None, True), "agent.entropy_coef": (0.0, None, True),
-    "agent.bounds_loss_coef": (0.0, None, True),
+    "agent.bounds_loss_coef": (0.0, None, True), "max_diverged_fraction": (0.0, 1.0, True),
 }
 FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 

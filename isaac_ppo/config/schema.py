@@ -85,6 +85,7 @@ class Config:
     checkpoint: str
     resume: str
     save_interval: int
+    max_diverged_fraction: float
     play_episodes: int
     capture_video: bool
     torch_threads: int

@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 import torch
+
+from isaac_ppo.errors import DivergedError
 
 
 class EpisodeTracker:
@@ -76,3 +78,46 @@ class EpisodeTracker:
             self.last_return[~state["finished"].to(self.device)] = math.nan
 
     _STATE = ("running_return", "running_length", "last_return", "last_length", "_sums")
+
+
+class DivergenceLimit:
+    """Stops a run whose simulations keep diverging (wrong scales, a too long timestep): every episode a diverged
+    simulation ends is thrown away, so a run past the limit trains on what is left and its returns mean little.
+
+    The share of diverged episodes (config max_diverged_fraction) is judged over windows of at least MIN_EPISODES
+    ended episodes (one iteration when episodes are short, several when they are long), so a single early
+    divergence does not stop a run. The window is not part of a checkpoint: a resumed run starts a new one."""
+
+    MIN_EPISODES = 20
+
+    def __init__(self, cfg: Any):
+        self.max_fraction = cfg.max_diverged_fraction
+        env = cfg.task.env
+        # what to suggest: the task's actuation scales and the simulation step
+        self.causes = [f"task.env.{key}={env[key]:g}" for key in ("powerScale", "maxEffort") if key in env]
+        if "mujoco" in cfg.task:
+            self.causes.append(f"task.mujoco.timestep={cfg.task.mujoco.timestep:g}")
+        self.diverged = self.episodes = 0
+        self.first_iteration: Optional[int] = None
+
+    def check(self, row: Mapping[str, Any]) -> None:
+        """Account one iteration's row (every rank's counts); stop with one line when its window is full and the
+        share is over the limit."""
+        iteration = row["iteration"]
+        if self.first_iteration is None:
+            self.first_iteration = iteration
+        self.diverged += row["diverged"]
+        self.episodes += row["episodes"]
+        if self.episodes < self.MIN_EPISODES:
+            return
+        diverged, episodes, first = self.diverged, self.episodes, self.first_iteration
+        self.diverged = self.episodes = 0
+        self.first_iteration = None
+        if diverged <= self.max_fraction * episodes:
+            return
+        span = f"iteration {iteration}" if first == iteration else f"iterations {first}-{iteration}"
+        raise DivergedError(
+            f"the simulation diverged in {diverged} of {episodes} episodes ({diverged / episodes:.0%}) of {span}, "
+            f"over max_diverged_fraction={self.max_fraction:g}: training stopped (the checkpoints on disk are "
+            f"from before). Likely cause: {', '.join(self.causes)} (too strong or too long a step); "
+            "max_diverged_fraction=1 trains on regardless")

@@ -11,12 +11,13 @@ enough to play or to start another run from (checkpoint=), not to resume.
 from __future__ import annotations
 
 import glob
+import io
 import os
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import torch
 
-from isaac_ppo.errors import NonFiniteError, UserError
+from isaac_ppo.errors import NonFiniteError, RunFailure, UserError
 
 FORMAT = "isaac-ppo-checkpoint-1"
 
@@ -36,11 +37,37 @@ class Checkpointer:
         bad = first_non_finite(state)
         if bad is not None:  # never on disk: the previous file of this name stays the last good one
             raise NonFiniteError(f"non-finite {bad} in the state for {name}: not saved, training stopped")
-        os.makedirs(self.dir, exist_ok=True)
+        # serialised in memory, then written by Python: a full disk or a file size limit is then an OSError
+        # naming its cause (torch.save writing the file itself reports only "unexpected pos")
+        data = io.BytesIO()
+        torch.save(dict(state, format=FORMAT), data)
         tmp = path + ".tmp"
-        torch.save(dict(state, format=FORMAT), tmp)
-        os.replace(tmp, path)
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data.getbuffer())
+            os.replace(tmp, path)
+        except OSError as error:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise RunFailure(f"cannot write {path}: {error.strerror or error}") from None
         return path
+
+    def save_after_failure(self, state_fn: Optional[Callable[[], Dict[str, Any]]], iteration: int) -> str:
+        """After a failed write: last.pt, when the state is one a resumed run can continue from (state_fn given:
+        its iteration's row is on disk) and the disk takes it. Says what was kept."""
+        if state_fn is None:
+            return "last.pt not updated: the newest checkpoint on disk is the last complete one"
+        try:
+            path = self.save("last.pt", state_fn())
+        except (RunFailure, NonFiniteError) as error:
+            return f"last.pt could not be saved either ({error}): the newest checkpoint on disk is the last good one"
+        return f"saved {path} at iteration {iteration}: free space, then resume=auto continues the run"
+
+    def remove_leftovers(self) -> None:
+        """Delete the *.tmp files of saves a kill interrupted (the files they were to replace are intact)."""
+        for tmp in glob.glob(os.path.join(self.dir, "*.tmp")):
+            os.remove(tmp)
 
     def after_iteration(self, iteration: int, state_fn: Any, policy_fn: Any, mean_return: float) -> None:
         """Numbered and last checkpoints (the whole training state) every save_interval iterations; best.pt
@@ -54,6 +81,20 @@ class Checkpointer:
         if mean_return == mean_return and (self.best_return is None or mean_return > self.best_return):
             self.best_return = mean_return
             self.save("best.pt", policy_fn())
+
+
+def check_resumable(state: Mapping[str, Any], path: str, task: str, env: Any, world_size: int) -> None:
+    """Refuse, in one line, a checkpoint this run cannot continue: the policy alone, another task's, or one
+    written by another number of ranks."""
+    if "ppo" not in state:
+        raise UserError(f"checkpoint {path} holds the policy alone (best.pt): resume from last.pt or iter_*.pt")
+    if (state["num_obs"], state["num_actions"]) != (env.num_obs, env.num_actions):
+        raise UserError(f"checkpoint {path} is for {state['task']} (obs {state['num_obs']}, actions "
+                        f"{state['num_actions']}), not {task}: resume with task={state['task']}")
+    saved_world = state.get("world_size", 1)
+    if saved_world != world_size:
+        raise UserError(f"checkpoint {path} was written by {saved_world} rank(s) and this run has {world_size}: "
+                        f"resume with {saved_world} process(es) (torchrun --nproc_per_node)")
 
 
 def first_non_finite(tree: Any, path: str = "") -> Optional[str]:

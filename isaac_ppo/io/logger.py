@@ -2,12 +2,16 @@
 TensorBoard scalars, metrics.json (summary), config.yaml, and the console progress line."""
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import math
 import os
 import sys
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional
+
+from isaac_ppo.errors import RunFailure
 
 # what goes to TensorBoard, under which tag
 TB_TAGS = {
@@ -70,6 +74,8 @@ class RunLogger:
         # resuming in the same directory (a requeued job): the rows and events after the checkpoint are redone
         self.writer = SummaryWriter(log_dir=os.path.join(self.run_dir, "tb"), purge_step=start_env_steps or None)
         jsonl = os.path.join(self.run_dir, "metrics.jsonl")
+        for tmp in glob.glob(os.path.join(self.run_dir, "*.tmp")):  # a rewrite a kill interrupted
+            os.remove(tmp)
         _drop_rows_from(jsonl, start_iteration)
         self.jsonl = open(jsonl, "a")
         self.tty = sys.stdout.isatty()
@@ -79,24 +85,28 @@ class RunLogger:
         self.best_return = -math.inf if best_return is None else best_return
         self.last: Dict[str, Any] = {}
         self.fps_sum = 0.0
+        self.diverged = 0  # episodes ended by a diverged simulation, in the iterations this process logged
         self.rows = 0
         return self
 
     def log(self, row: Mapping[str, Any]) -> None:
         """One iteration's row; NaN (no episode finished yet) is written as null."""
-        self.jsonl.write(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n")
-        self.jsonl.flush()
+        with _writing("metrics.jsonl", self.run_dir):
+            self.jsonl.write(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n")
+            self.jsonl.flush()
         step = row["env_steps"]
-        for key, tag in TB_TAGS.items():
-            value = row.get(key)
-            if isinstance(value, (int, float)) and value == value:
-                self.writer.add_scalar(tag, value, step)
-        for key, value in row.get("diagnostics", {}).items():
-            self.writer.add_scalar("diagnostics/" + key, value, step)
+        with _writing("the TensorBoard events", self.run_dir):
+            for key, tag in TB_TAGS.items():
+                value = row.get(key)
+                if isinstance(value, (int, float)) and value == value:
+                    self.writer.add_scalar(tag, value, step)
+            for key, value in row.get("diagnostics", {}).items():
+                self.writer.add_scalar("diagnostics/" + key, value, step)
         if row["mean_return"] == row["mean_return"]:
             self.best_return = max(self.best_return, row["mean_return"])
         self.last = row
         self.fps_sum += row["fps"]
+        self.diverged += row["diverged"]
         self.rows += 1
         if not self.quiet:
             self._progress(row)
@@ -113,6 +123,8 @@ class RunLogger:
             f"{row['fps']:,.0f} steps/s | return {row['mean_return']:.2f} | length {row['mean_length']:.0f} | "
             f"ETA {_clock(eta)}"
         )
+        if row["diverged"]:  # episodes a diverged simulation ended (thrown away): never silent
+            line += f" | diverged {row['diverged']:,}"
         for event in row.get("scheduler_events", ()):  # plan changes, with their reasons
             sys.stdout.write(("\n" if self.tty else "") + f"[{self.task}] scheduler: {event}\n")
         if self.tty:
@@ -140,19 +152,33 @@ class RunLogger:
             "final_mean_return": self.last.get("mean_return"),
             "best_mean_return": self.best_return if self.best_return > -math.inf else None,
             "mean_fps": self.fps_sum / self.rows if self.rows else None,
+            "diverged": self.diverged,
         }
         summary.update(extra or {})
         path = os.path.join(self.run_dir, "metrics.json")
-        with open(path + ".tmp", "w") as f:
-            json.dump({k: _plain(v) for k, v in summary.items()}, f, indent=2)
-        os.replace(path + ".tmp", path)
+        with _writing("metrics.json", self.run_dir):
+            with open(path + ".tmp", "w") as f:
+                json.dump({k: _plain(v) for k, v in summary.items()}, f, indent=2)
+            os.replace(path + ".tmp", path)
         return summary
 
     def close(self) -> None:
         if self.tty and self.last:
             sys.stdout.write("\n")
-        self.writer.close()
-        self.jsonl.close()
+        try:
+            self.writer.close()
+            self.jsonl.close()
+        except OSError:  # (closing after a failed write: the failure itself was already raised)
+            pass
+
+
+@contextlib.contextmanager
+def _writing(what: str, run_dir: str) -> Iterator[None]:
+    """A failed write (no space left, a file size limit) as one RunFailure naming the file and the cause."""
+    try:
+        yield
+    except OSError as error:
+        raise RunFailure(f"cannot write {what} in {run_dir}: {error.strerror or error}") from None
 
 
 def _drop_rows_from(path: str, iteration: int) -> None:

@@ -12,7 +12,7 @@ import torch
 
 from isaac_ppo.build import build_env_and_scheduler, build_runner
 from isaac_ppo.distributed import Local
-from isaac_ppo.errors import UserError
+from isaac_ppo.errors import RunFailure, UserError
 from isaac_ppo.io.checkpoint import load
 from isaac_ppo.io.logger import write_config
 from isaac_ppo.play import play
@@ -26,7 +26,9 @@ def _train(tmp_path, *overrides, comm=None, resume_from=None):
     cfg = compose_config([*SMALL, *overrides])
     env, scheduler = build_env_and_scheduler(cfg)
     runner = build_runner(cfg, env, str(tmp_path), scheduler, comm=comm)
-    return cfg, env, runner, runner.run(resume_from)
+    if resume_from:
+        runner.resume(resume_from)
+    return cfg, env, runner, runner.run()
 
 
 def _rows(run_dir):
@@ -190,3 +192,59 @@ def test_resume_auto_continues_only_a_run_of_this_config(tmp_path):
     with pytest.raises(UserError, match=r"holds another run \(seed=3 there, 4 here\)"):
         resume_point(compose_config([*SMALL, *common, "seed=4"]), str(runs / "e" / "a"))
     assert resume_point(compose_config([*SMALL, *common, "seed=3"]), str(runs / "e" / "a")).endswith("last.pt")
+
+
+def test_exploding_physics_stops_the_run_naming_the_scale_keys(tmp_path):
+    """A motor a billion times too strong makes nearly every Cartpole simulation diverge: the run stops after
+    the first iteration's row (which records the divergences) with one line naming the share and the task's
+    scale keys, before any checkpoint of the exploded run is written."""
+    with pytest.raises(UserError, match=r"diverged in \d+ of \d+ episodes .*max_diverged_fraction=0\.05.*"
+                                        r"task\.env\.maxEffort=1e\+09") as error:
+        _train(tmp_path, "max_iterations=5", "save_interval=1", "task.env.maxEffort=1e9")
+    assert "\n" not in str(error.value)
+    rows = _rows(tmp_path)
+    assert len(rows) == 1 and rows[0]["diverged"] > 0.9 * rows[0]["episodes"]
+    assert not os.path.exists(tmp_path / "checkpoints")
+
+
+def test_divergences_under_the_limit_are_shown_and_summed(tmp_path, capsys):
+    """Allowed (max_diverged_fraction=1), the divergences are in the progress line and the summary."""
+    _, _, _, summary = _train(tmp_path, "max_iterations=2", "task.env.maxEffort=1e9", "max_diverged_fraction=1")
+    rows = _rows(tmp_path)
+    assert summary["diverged"] == sum(row["diverged"] for row in rows) > 0
+    assert f"diverged {rows[0]['diverged']:,}" in capsys.readouterr().out
+
+
+def test_leftover_tmp_files_are_removed_at_the_next_start(tmp_path):
+    """A kill mid-save leaves `<name>.tmp` beside intact files (the rename never happened): the next start in the
+    folder removes them, and a finished run is refused for resume instead of being copied into a new folder."""
+    _train(tmp_path, "max_iterations=2")
+    for name in ("checkpoints/last.pt.tmp", "checkpoints/iter_000002.pt.tmp", "metrics.json.tmp"):
+        (tmp_path / name).write_bytes(b"half a file")
+    with pytest.raises(UserError, match=r"is of a finished run \(2 iterations, 1,024 env steps\): raise "
+                                        r"max_iterations or max_env_steps to continue it"):
+        _train(tmp_path, "max_iterations=2", resume_from=str(tmp_path / "checkpoints" / "last.pt"))
+    _train(tmp_path, "max_iterations=3", resume_from=str(tmp_path / "checkpoints" / "last.pt"))
+    assert not list(tmp_path.rglob("*.tmp"))
+    assert [row["iteration"] for row in _rows(tmp_path)] == [0, 1, 2]
+
+
+def test_a_failed_write_keeps_last_pt_when_the_state_is_at_a_logged_row(tmp_path):
+    """A checkpoint write that fails (here: its folder replaced by a file, as a vanished mount would) ends the
+    run with one RunFailure line; last.pt of the last logged iteration is attempted, and says so."""
+    cfg = compose_config([*SMALL, "max_iterations=4", "save_interval=2"])
+    env, scheduler = build_env_and_scheduler(cfg)
+    runner = build_runner(cfg, env, str(tmp_path), scheduler)
+    save = runner.checkpointer.save
+
+    def fail_numbered(name, state):
+        if name.startswith("iter_"):
+            raise RunFailure(f"cannot write {name}: No space left on device")
+        return save(name, state)
+
+    runner.checkpointer.save = fail_numbered
+    with pytest.raises(RunFailure, match=r"cannot write iter_000002.pt: No space left on device; saved \S+last.pt "
+                                         r"at iteration 2: free space, then resume=auto continues the run"):
+        runner.run()
+    assert load(str(tmp_path / "checkpoints" / "last.pt"))["counters"]["iteration"] == 2
+    assert [row["iteration"] for row in _rows(tmp_path)] == [0, 1]

@@ -225,3 +225,99 @@ def test_two_runs_started_at_once_never_share_a_folder(tmp_path):
         assert [row["iteration"] for row in rows] == [0, 1]
         assert os.path.isfile(os.path.join(folder, "checkpoints", "last.pt"))
     assert seeds == {"seed: 1\n", "seed: 2\n"}
+
+
+@pytest.mark.slow
+def test_exploding_physics_is_one_line_and_mujoco_warnings_go_to_the_log(tmp_path):
+    """MuJoCo prints a warning line per diverged simulation (thousands an iteration): they go to the run's
+    train.log, not to the console or a MUJOCO_LOG.TXT in the working directory; the stop is one line, exit 2."""
+    result = train(tmp_path, *SMALL, "max_iterations=3", "task.env.maxEffort=1e9", "experiment=boom")
+    one_line_error(result, "diverged in", "task.env.maxEffort")
+    assert "unstable" not in result.stdout and "unstable" not in result.stderr
+    assert not os.path.exists(tmp_path / "MUJOCO_LOG.TXT")
+    (run_dir,) = run_dirs(tmp_path, "boom")
+    log = open(os.path.join(run_dir, "train.log")).read()
+    assert "The simulation is unstable" in log
+
+
+def _file_size_limit(limit):
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+
+@pytest.mark.slow
+def test_a_file_size_limit_is_one_line_and_keeps_every_file_written(tmp_path):
+    """`ulimit -f` below a checkpoint's size (87 kB here; the policy-only best.pt is 12 kB): the numbered save
+    fails; the run ends with exit 1 and one line naming the file and the cause; what was written stays loadable
+    and no .tmp is left."""
+    result = subprocess.run(
+        [SCRIPT, f"runs_dir={tmp_path / 'runs'}", *SMALL, "max_iterations=6", "save_interval=3", "experiment=big"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, preexec_fn=_file_size_limit(40_000))
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "cannot write" in lines[0] and "iter_000003.pt: File too large" in lines[0], lines[0]
+    assert "last.pt could not be saved either" in lines[0]
+    (run_dir,) = run_dirs(tmp_path, "big")
+    assert not glob.glob(os.path.join(run_dir, "**", "*.tmp"), recursive=True)
+    assert [json.loads(line)["iteration"] for line in open(os.path.join(run_dir, "metrics.jsonl"))] == [0, 1, 2]
+    assert "model" in torch.load(os.path.join(run_dir, "checkpoints", "best.pt"), weights_only=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_and_resume_auto_continues_after_space_is_freed(tmp_path):
+    """A real full disk (a 700 kB tmpfs; needs root, as on this project's machines): every save_interval=1 save
+    takes 87 kB, so a few iterations in a write fails with 'No space left on device'. Nothing is lost: the
+    rows on disk are whole, every checkpoint loads, and once space is freed resume=auto finishes the run with
+    every iteration logged once across the two folders."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=700k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip()}): the file size limit test stands in")
+    try:
+        job = [SCRIPT, f"runs_dir={disk / 'runs'}", *SMALL, "max_iterations=12", "experiment=full"]
+        result = subprocess.run([*job, "save_interval=1"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert result.returncode == 1, (result.stdout, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "No space left on device" in lines[0] and "Traceback" not in result.stderr, lines
+        (first,) = glob.glob(str(disk / "runs" / "full" / "*"))
+        assert not glob.glob(os.path.join(first, "**", "*.tmp"), recursive=True)
+        logged = [json.loads(line)["iteration"] for line in open(os.path.join(first, "metrics.jsonl"))]
+        assert logged == list(range(len(logged))) and 0 < len(logged) < 12
+        for name in os.listdir(os.path.join(first, "checkpoints")):
+            torch.load(os.path.join(first, "checkpoints", name), weights_only=False)  # every file loads
+        saved = torch.load(os.path.join(first, "checkpoints", "last.pt"), weights_only=False)["counters"]["iteration"]
+        for numbered in glob.glob(os.path.join(first, "checkpoints", "iter_*.pt")):
+            os.remove(numbered)  # the user frees space
+        resumed = subprocess.run([*job, "resume=auto", "save_interval=100"], capture_output=True, text=True,
+                                 timeout=300, cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stderr
+        (second,) = [d for d in glob.glob(str(disk / "runs" / "full" / "*")) if d != first]
+        continued = [json.loads(line)["iteration"] for line in open(os.path.join(second, "metrics.jsonl"))]
+        assert continued == list(range(saved, 12)) and logged[:saved] == list(range(saved))
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_pinned_directory_of_another_run_keeps_its_record(tmp_path):
+    """Starting seed 99 in seed 42's pinned hydra.run.dir is refused before Hydra writes its .hydra/ record
+    there: config.yaml and .hydra/overrides.yaml still say seed 42."""
+    pinned = tmp_path / "pinned"
+    assert train(tmp_path, *SMALL, "max_iterations=1", "seed=42", f"hydra.run.dir={pinned}").returncode == 0
+    before = {name: (pinned / name).read_bytes() for name in ("config.yaml", ".hydra/overrides.yaml",
+                                                               ".hydra/config.yaml")}
+    one_line_error(train(tmp_path, *SMALL, "max_iterations=1", "seed=99", f"hydra.run.dir={pinned}"),
+                   "holds another run (seed=42 there, 99 here)")
+    assert {name: (pinned / name).read_bytes() for name in before} == before
+
+
+@pytest.mark.slow
+def test_a_refusal_after_the_run_directory_is_made_leaves_no_folder(tmp_path):
+    """resume=auto of a finished run is refused (its budget is used up) and its would-be folder is removed."""
+    train_in_process(tmp_path / "runs", *SMALL, "max_iterations=2", "experiment=done")
+    one_line_error(train(tmp_path, *SMALL, "max_iterations=2", "experiment=done", "resume=auto"),
+                   "is of a finished run (2 iterations, 2,048 env steps)")
+    assert len(run_dirs(tmp_path, "done")) == 1
