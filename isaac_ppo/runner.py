@@ -45,14 +45,14 @@ class Runner:
         self.stop_agreed = False  # every rank knows of a stop request (checked once per iteration, together)
         self.divergence = DivergenceLimit(cfg)
 
-    def resume(self, path: str) -> None:
-        """Continue from checkpoint `path`: the whole training state, refused when its run is already done."""
+    def resume(self, path: str) -> bool:
+        """Load the whole training state of checkpoint `path`; False when its budget is used up (nothing to run)."""
         self.load_state_dict(checkpoint.load(path, self.model.log_std.device), path)
         if self.plan_of(self.iteration, self.env_steps) is None:
-            raise UserError(f"{path} is of a finished run ({self.iteration} iterations, {self.env_steps:,} env "
-                            "steps): raise max_iterations or max_env_steps to continue it")
+            return False
         if self.comm.is_main:
             print(f"[{self.cfg.task.name}] resuming from {path} at iteration {self.iteration}")
+        return True
 
     def run(self) -> Dict[str, Any]:
         if self.logger is not None:

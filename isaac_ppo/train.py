@@ -286,6 +286,7 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
     from hydra.core.hydra_config import HydraConfig
 
     from isaac_ppo.build import build_env_and_scheduler, build_runner
+    from isaac_ppo.errors import UserError
     from isaac_ppo.io.logger import write_config
 
     if run_dir is None:
@@ -311,14 +312,21 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
 
         return train_with_rl_games(cfg, env, run_dir)  # (not resumable here: a stop ends it with 0)
     runner = build_runner(cfg, env, run_dir, scheduler, comm=comm, device=device)
-    if resume_from:
-        runner.resume(resume_from)
+    if resume_from and not runner.resume(resume_from):
+        finished = f"{resume_from} is of a finished run ({runner.iteration} iterations, {runner.env_steps:,} env steps)"
+        if os.path.dirname(os.path.dirname(os.path.abspath(resume_from))) != os.path.abspath(run_dir):
+            raise UserError(f"{finished}: raise max_iterations or max_env_steps to continue it")
+        if comm.is_main:  # the same command again in its own folder (a requeue after the end): nothing to do
+            print(f"[{cfg.task.name}] {finished}: nothing to do; results in {run_dir}")
+        return None
     if cfg.checkpoint and not resume_from:
         from isaac_ppo.io.checkpoint import load
 
         runner.model.load_state_dict(load(cfg.checkpoint, device)["model"])
     if comm.is_main and not os.path.exists(os.path.join(run_dir, "config.yaml")):
-        write_config(run_dir, cfg)  # written once: a run resumed in place keeps the record of what it is
+        # written once (a run resumed in place keeps the record of what it is), with the checkpoint it continues:
+        # the report joins a run resumed into a new folder to the one it continues
+        write_config(run_dir, cfg, resumed_from=os.path.abspath(resume_from) if resume_from else None)
     if comm.is_main:
         ranks = f" on each of {comm.world_size} ranks ({comm.backend})" if comm.world_size > 1 else ""
         print(f"[{cfg.task.name}] training on {type(env).__module__.split('.')[-1]} with {env.num_envs} envs"

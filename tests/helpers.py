@@ -60,7 +60,9 @@ def train_in_process(runs_dir: str, *overrides: str) -> SimpleNamespace:
     cfg = compose_config([f"runs_dir={runs_dir}", *overrides])
     experiment = os.path.join(str(runs_dir), cfg.experiment or cfg.task.name)
     run_dir = os.path.join(experiment, f"{len(glob.glob(os.path.join(experiment, '*'))):03d}")
-    os.makedirs(run_dir)
+    os.makedirs(os.path.join(run_dir, ".hydra"))
+    with open(os.path.join(run_dir, ".hydra", "overrides.yaml"), "w") as f:  # Hydra's record (the report reads it)
+        f.write("".join(f"- {override}\n" for override in overrides))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         summary = run(cfg, run_dir=run_dir)

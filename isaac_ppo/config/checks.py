@@ -54,6 +54,8 @@ def check(cfg: DictConfig) -> None:
     for key in TASK_INTEGERS:
         if not isinstance(OmegaConf.select(cfg, key), int):
             raise UserError(f"{key}={OmegaConf.select(cfg, key)!r} must be an integer")
+    if not cfg.test:
+        check_writable("runs_dir", cfg.runs_dir)
     if cfg.test and not cfg.checkpoint:
         raise UserError("test=true needs checkpoint=PATH (a .pt file from a run's checkpoints/)")
     if cfg.test and cfg.capture_video:
@@ -125,3 +127,19 @@ def check_scheduler(cfg: DictConfig) -> None:
     first = scheduler.plan(0, [])
     if max_env_steps is not None and first.batch_size > max_env_steps:
         raise UserError(f"max_env_steps={max_env_steps} is smaller than the first batch ({first.batch_size} env steps)")
+
+
+def check_writable(key: str, folder: str) -> None:
+    """A folder the run will create files under: it, or the nearest folder above it that exists, must be
+    writable (before Hydra makes a run directory there, not a traceback from inside Hydra)."""
+    import os
+
+    existing = os.path.abspath(folder)
+    while not os.path.isdir(existing):
+        parent = os.path.dirname(existing)
+        if os.path.exists(existing) or parent == existing:  # a file in the way, or nothing exists
+            raise UserError(f"{key}={folder} cannot be made: {existing} is not a folder")
+        existing = parent
+    if not (os.access(existing, os.W_OK) and os.access(existing, os.X_OK)):
+        raise UserError(f"{key}={folder} cannot be written ({existing} is not writable for this user): point "
+                        f"{key}= at a folder you can write")

@@ -46,14 +46,18 @@ def iteration_row(iteration: int, env_steps: int, wall_s: float, plan: Any, batc
     return row
 
 
-def write_config(run_dir: str, cfg: Any) -> str:
-    """config.yaml: the resolved config the run was started with."""
+def write_config(run_dir: str, cfg: Any, resumed_from: Optional[str] = None) -> str:
+    """config.yaml: the resolved config the run was started with; `resume` holds the checkpoint it continued
+    from (resume=auto resolved), when it continued one."""
     from omegaconf import OmegaConf
 
     os.makedirs(run_dir, exist_ok=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    if resumed_from:
+        resolved["resume"] = resumed_from
     path = os.path.join(run_dir, "config.yaml")
     with open(path, "w") as f:
-        f.write(OmegaConf.to_yaml(cfg, resolve=True))
+        f.write(OmegaConf.to_yaml(resolved))
     return path
 
 

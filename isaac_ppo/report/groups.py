@@ -13,7 +13,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.report.runs import Run, _get, check_metric, final_value, find_run_dirs, load_run
+from isaac_ppo.report.runs import Run, _get, check_metric, final_value, find_run_dirs, join_resumed, load_run
 from isaac_ppo.report.stats import iqm, stratified_bootstrap_ci
 
 
@@ -161,7 +161,7 @@ def gather(dirs: Sequence[str], metric: str = "mean_return", reps: int = 2000, s
             if os.path.realpath(path) not in seen:  # overlapping DIRs list a run once
                 seen.add(os.path.realpath(path))
                 paths.append(path)
-    runs = [load_run(path) for path in paths]
+    runs = join_resumed([load_run(path) for path in paths])  # a run resumed into new folders is one run
     fill_unset_keys(runs)
     check_same_keys(runs)
     check_metric(runs, metric)

@@ -41,6 +41,7 @@ class Run:
     detail: str  # the status in words, for the list of runs left out of the statistics
     config: Dict[str, Any] = field(default_factory=dict)  # the resolved config the run wrote
     choices: Dict[str, Any] = field(default_factory=dict)  # its config group choices (Hydra's runtime.choices)
+    parts: List[str] = field(default_factory=list)  # the folders of the runs it continues (join_resumed)
 
     @property
     def complete(self) -> bool:
@@ -102,6 +103,38 @@ def load_run(path: str) -> Run:
     status, detail = run_status(rows, summary)
     choices = _get(_read_yaml(os.path.join(path, ".hydra", "hydra.yaml")), "hydra.runtime.choices") or {}
     return Run(path, overrides, task, seed, rows, summary, status, detail, config, choices)
+
+
+def join_resumed(runs: Sequence[Run]) -> List[Run]:
+    """Runs continued into a new folder (resume=auto or resume=PATH: config.yaml's `resume` names the checkpoint)
+    joined to the runs they continue: one run per chain, the last folder's, whose rows are the earlier parts'
+    rows before its first iteration followed by its own. The earlier parts are no longer runs of their own."""
+    by_folder = {os.path.realpath(run.path): run for run in runs}
+
+    def predecessor(run: Run) -> Optional[Run]:
+        resumed = run.config.get("resume")
+        if not isinstance(resumed, str) or not resumed.endswith(".pt"):
+            return None
+        found = by_folder.get(os.path.realpath(os.path.dirname(os.path.dirname(resumed))))
+        return found if found is not run else None
+
+    parts = {id(before) for before in map(predecessor, runs) if before is not None}
+    joined = []
+    for run in runs:
+        if id(run) in parts:
+            continue
+        before, chain = predecessor(run), [run]
+        while before is not None and all(before is not part for part in chain):
+            chain.append(before)
+            before = predecessor(before)
+        rows = list(run.rows)
+        for earlier in chain[1:]:
+            start = rows[0]["iteration"] if rows and "iteration" in rows[0] else math.inf
+            rows = [row for row in earlier.rows if row.get("iteration", math.inf) < start] + rows
+        run.rows = rows
+        run.parts = [earlier.path for earlier in reversed(chain[1:])]
+        joined.append(run)
+    return joined
 
 
 def run_status(rows: Sequence[Dict[str, Any]], summary: Optional[Dict[str, Any]]) -> Tuple[str, str]:

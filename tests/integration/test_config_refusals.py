@@ -32,6 +32,16 @@ def test_meaningless_values_are_refused_naming_the_key(override, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_a_runs_dir_that_cannot_be_made_is_refused_before_anything_is_written(tmp_path):
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(UserError, match=r"runs_dir=\S+a_file/runs cannot be made: \S+a_file is not a folder"):
+        compose_config([*BASE, f"runs_dir={tmp_path / 'a_file' / 'runs'}"])
+    with pytest.raises(UserError, match=r"max_diverged_fraction=1.5 must be in \[0, 1\]"):
+        compose_config([*BASE, "max_diverged_fraction=1.5"])
+    compose_config([*BASE, f"runs_dir={tmp_path / 'new' / 'deeper'}"])  # made when the run starts
+    assert not (tmp_path / "new").exists()
+
+
 def test_the_edges_that_mean_something_are_accepted():
     compose_config([*BASE, "agent.gamma=1.0", "agent.lam=0", "agent.entropy_coef=0", "agent.network.hidden=[1]"])
 

@@ -26,8 +26,8 @@ def _train(tmp_path, *overrides, comm=None, resume_from=None):
     cfg = compose_config([*SMALL, *overrides])
     env, scheduler = build_env_and_scheduler(cfg)
     runner = build_runner(cfg, env, str(tmp_path), scheduler, comm=comm)
-    if resume_from:
-        runner.resume(resume_from)
+    if resume_from and not runner.resume(resume_from):
+        raise UserError(f"{resume_from} is of a finished run")
     return cfg, env, runner, runner.run()
 
 
@@ -221,9 +221,10 @@ def test_leftover_tmp_files_are_removed_at_the_next_start(tmp_path):
     _train(tmp_path, "max_iterations=2")
     for name in ("checkpoints/last.pt.tmp", "checkpoints/iter_000002.pt.tmp", "metrics.json.tmp"):
         (tmp_path / name).write_bytes(b"half a file")
-    with pytest.raises(UserError, match=r"is of a finished run \(2 iterations, 1,024 env steps\): raise "
-                                        r"max_iterations or max_env_steps to continue it"):
-        _train(tmp_path, "max_iterations=2", resume_from=str(tmp_path / "checkpoints" / "last.pt"))
+    cfg = compose_config([*SMALL, "max_iterations=2"])
+    env, scheduler = build_env_and_scheduler(cfg)
+    assert build_runner(cfg, env, str(tmp_path / "other"), scheduler).resume(
+        str(tmp_path / "checkpoints" / "last.pt")) is False  # its budget is used up: nothing to run
     _train(tmp_path, "max_iterations=3", resume_from=str(tmp_path / "checkpoints" / "last.pt"))
     assert not list(tmp_path.rglob("*.tmp"))
     assert [row["iteration"] for row in _rows(tmp_path)] == [0, 1, 2]
@@ -248,3 +249,27 @@ def test_a_failed_write_keeps_last_pt_when_the_state_is_at_a_logged_row(tmp_path
         runner.run()
     assert load(str(tmp_path / "checkpoints" / "last.pt"))["counters"]["iteration"] == 2
     assert [row["iteration"] for row in _rows(tmp_path)] == [0, 1]
+
+
+def test_a_run_resumed_into_new_folders_is_one_run_to_the_report(tmp_path):
+    """Stopped at 2 iterations, continued to 3 and then to 4 with resume=auto (three folders): the report sees one
+    complete run with rows 0-3 (the first folder's rows before the second's start, and so on) beside a seed run
+    done in one go, and resume= is no setting of its own."""
+    from helpers import train_in_process
+
+    from isaac_ppo.report import gather
+
+    runs = tmp_path / "runs"
+    common = [*SMALL, "experiment=chain", "diagnostics=default", "diagnostics.plot=false"]
+    first = train_in_process(runs, *common, "seed=1", "max_iterations=2").run_dir
+    with open(os.path.join(first, "metrics.jsonl"), "a") as f:  # a row logged after last.pt, then a kill
+        f.write(json.dumps(dict(_rows(first)[-1], iteration=2, env_steps=3 * 512)) + "\n")
+    train_in_process(runs, *common, "seed=1", "max_iterations=3", "resume=auto")
+    last = train_in_process(runs, *common, "seed=1", "max_iterations=4", "resume=auto").run_dir
+    train_in_process(runs, *common, "seed=2", "max_iterations=4")
+    report = gather([str(runs / "chain")])
+    assert len(report.runs) == 2 and len(report.groups) == 1, (report.swept, [run.path for run in report.runs])
+    (chain,) = [run for run in report.runs if run.path == last]
+    assert [row["iteration"] for row in chain.rows] == [0, 1, 2, 3] and chain.complete
+    assert len(chain.parts) == 2 and chain.parts[0] == first
+    assert [row["env_steps"] for row in chain.rows] == [512, 1024, 1536, 2048]

@@ -304,11 +304,17 @@ def test_a_full_disk_is_one_line_and_resume_auto_continues_after_space_is_freed(
 @pytest.mark.slow
 def test_a_pinned_directory_of_another_run_keeps_its_record(tmp_path):
     """Starting seed 99 in seed 42's pinned hydra.run.dir is refused before Hydra writes its .hydra/ record
-    there: config.yaml and .hydra/overrides.yaml still say seed 42."""
+    there: config.yaml and .hydra/overrides.yaml still say seed 42. The same finished command again (a requeue
+    after the end) has nothing to do: exit 0, its files untouched."""
     pinned = tmp_path / "pinned"
     assert train(tmp_path, *SMALL, "max_iterations=1", "seed=42", f"hydra.run.dir={pinned}").returncode == 0
     before = {name: (pinned / name).read_bytes() for name in ("config.yaml", ".hydra/overrides.yaml",
-                                                               ".hydra/config.yaml")}
+                                                               ".hydra/config.yaml", "metrics.json",
+                                                               "metrics.jsonl", "checkpoints/last.pt")}
+    again = train(tmp_path, *SMALL, "max_iterations=1", "seed=42", f"hydra.run.dir={pinned}")
+    assert again.returncode == 0 and "is of a finished run (1 iterations" in again.stdout, again.stderr
+    assert "nothing to do" in again.stdout
+    assert {name: (pinned / name).read_bytes() for name in before} == before
     one_line_error(train(tmp_path, *SMALL, "max_iterations=1", "seed=99", f"hydra.run.dir={pinned}"),
                    "holds another run (seed=42 there, 99 here)")
     assert {name: (pinned / name).read_bytes() for name in before} == before
