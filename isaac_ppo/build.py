@@ -35,11 +35,12 @@ def cores() -> int:
 
 def build_env_and_scheduler(cfg: DictConfig, rank: int = 0, local_ranks: int = 1,
                             device: Optional[str] = None) -> Tuple[Any, Scheduler]:
-    """The scheduler, and the env pool sized once for the most envs it can ask for (or num_envs when set)."""
+    """The scheduler, and the env pool sized once for the most envs it can ask for (or num_envs when set); in
+    play mode (test=true), play_episodes envs: each plays one episode."""
     from isaac_ppo.envs import make
 
     scheduler = build_scheduler(cfg)
-    pool = pool_size(cfg, scheduler, *budgets(cfg))
+    pool = cfg.play_episodes if cfg.test else pool_size(cfg, scheduler, *budgets(cfg))
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
     mujoco = task_cfg.get("mujoco") or {}
     if local_ranks > 1 and not mujoco.get("nthread"):  # 0 = every core: split them between the ranks

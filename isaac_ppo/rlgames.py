@@ -56,7 +56,8 @@ Refused in one line (isaac_ppo/config/checks.py): a scheduler other than the fix
 Not refused, simply not
 measured: diagnostics (``diagnostics.*`` is ignored: the probe needs our model). A stop signal (SIGTERM,
 Ctrl-C, SIGUSR2) ends the run at the end of the epoch with rl-games' last checkpoint saved and
-``stopped_by`` set; it is not handed on to submitit (there is no resume to requeue into).
+``stopped_by`` set; it is not handed on to submitit (there is no resume to requeue into), and isaac-ppo-train
+exits with status 1 (the run neither finished nor can be continued).
 """
 from __future__ import annotations
 
@@ -402,11 +403,12 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
             summary = logger.summary(extra)
         finally:
             logger.close()
-    if stops.requested:
+    if stops.requested:  # (the caller ends the process with a failure status: not finished, not resumable)
         print(f"stopped by {stops.requested} after iteration {observer.epochs_logged}; "
               f"checkpoint {summary['last_checkpoint']}")
-    print(f"[{cfg.task.name}] done (rl-games): final mean return {summary['final_mean_return']}, "
-          f"best {summary['best_mean_return']}; results in {run_dir}")
+    else:
+        print(f"[{cfg.task.name}] done (rl-games): final mean return {summary['final_mean_return']}, "
+              f"best {summary['best_mean_return']}; results in {run_dir}")
     return summary
 
 

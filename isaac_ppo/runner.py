@@ -226,7 +226,7 @@ class Runner:
 
     def load_state_dict(self, state: Mapping[str, Any], path: str) -> None:
         checkpoint.check_resumable(state, path, self.cfg.task.name, self.env, self.comm.world_size)
-        self.model.load_state_dict(state["model"])
+        checkpoint.load_model(self.model, state, path)
         self.ppo.load_state_dict(state["ppo"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.planned = {int(k): Plan(**plan) for k, plan in state.get("planned", {}).items()}

@@ -301,8 +301,10 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
 
         video = os.path.join(run_dir, "play.mp4") if cfg.capture_video else None
         result = play(cfg, env, cfg.checkpoint, video)
-        print(f"[{cfg.task.name}] {result['episodes']} episodes: mean return {result['mean_return']:.2f}, "
-              f"mean length {result['mean_length']:.1f}")
+        low, high = result["return_ci95"]
+        print(f"[{cfg.task.name}] {result['episodes']} episodes (one per env, from reset): mean return "
+              f"{result['return_mean']:.2f}, IQM {result['return_iqm']:.2f} (95% CI {low:.2f} to {high:.2f}), "
+              f"mean length {result['length_mean']:.1f}")
         if video:
             print(f"[{cfg.task.name}] video of env 0 ({result['frames']} frames): {video}")
         return result
@@ -310,7 +312,12 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
     if cfg.agent.backend == "rl_games":  # the same task, env and values, rl-games' learner
         from isaac_ppo.rlgames import train_with_rl_games
 
-        return train_with_rl_games(cfg, env, run_dir)  # (not resumable here: a stop ends it with 0)
+        summary = train_with_rl_games(cfg, env, run_dir)
+        if summary.get("stopped_by"):  # not finished (so not 0) and not resumable here (so not STOPPED)
+            sys.stderr.write(f"isaac-ppo-train: stopped early by {summary['stopped_by']}: rl-games runs cannot be "
+                             f"resumed here, start it again (its files are in {run_dir})\n")
+            sys.exit(1)
+        return summary
     runner = build_runner(cfg, env, run_dir, scheduler, comm=comm, device=device)
     if resume_from and not runner.resume(resume_from):
         finished = f"{resume_from} is of a finished run ({runner.iteration} iterations, {runner.env_steps:,} env steps)"
@@ -320,9 +327,9 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
             print(f"[{cfg.task.name}] {finished}: nothing to do; results in {run_dir}")
         return None
     if cfg.checkpoint and not resume_from:
-        from isaac_ppo.io.checkpoint import load
+        from isaac_ppo.io.checkpoint import load, load_model
 
-        runner.model.load_state_dict(load(cfg.checkpoint, device)["model"])
+        load_model(runner.model, load(cfg.checkpoint, device), cfg.checkpoint)
     if comm.is_main and not os.path.exists(os.path.join(run_dir, "config.yaml")):
         # written once (a run resumed in place keeps the record of what it is), with the checkpoint it continues:
         # the report joins a run resumed into a new folder to the one it continues

@@ -129,10 +129,15 @@ def check_scheduler(cfg: DictConfig) -> None:
         raise UserError(f"max_env_steps={max_env_steps} is smaller than the first batch ({first.batch_size} env steps)")
 
 
+MIN_FREE_BYTES = 64 << 10  # less is a full disk: Hydra's record and config.yaml alone take ~15 kB
+
+
 def check_writable(key: str, folder: str) -> None:
     """A folder the run will create files under: it, or the nearest folder above it that exists, must be
-    writable (before Hydra makes a run directory there, not a traceback from inside Hydra)."""
+    writable and its disk not full (before Hydra makes a run directory there, not a traceback from inside
+    Hydra). A disk that fills during the run is a RunFailure (isaac_ppo/io)."""
     import os
+    import shutil
 
     existing = os.path.abspath(folder)
     while not os.path.isdir(existing):
@@ -143,3 +148,7 @@ def check_writable(key: str, folder: str) -> None:
     if not (os.access(existing, os.W_OK) and os.access(existing, os.X_OK)):
         raise UserError(f"{key}={folder} cannot be written ({existing} is not writable for this user): point "
                         f"{key}= at a folder you can write")
+    free = shutil.disk_usage(existing).free
+    if free < MIN_FREE_BYTES:
+        raise UserError(f"{key}={folder}: no space left on its device ({free:,} bytes free under {existing}): free "
+                        f"space or point {key}= elsewhere")

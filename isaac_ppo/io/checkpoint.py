@@ -97,6 +97,22 @@ def check_resumable(state: Mapping[str, Any], path: str, task: str, env: Any, wo
                         f"resume with {saved_world} process(es) (torchrun --nproc_per_node)")
 
 
+def load_model(model: Any, state: Mapping[str, Any], path: str) -> None:
+    """The checkpoint's model (and normalisers) into `model`; another network's is refused in one line naming the
+    first tensor whose shape differs (torch's own error is a page of missing and unexpected keys)."""
+    mine = model.state_dict()
+    for name, tensor in state["model"].items():
+        shape = tuple(mine[name].shape) if name in mine else None
+        if shape != tuple(tensor.shape):
+            raise UserError(f"checkpoint {path} holds another network ({name}: {tuple(tensor.shape)} there, "
+                            f"{shape or 'absent'} here): use that run's agent.network settings")
+    missing = sorted(set(mine) - set(state["model"]))
+    if missing:
+        raise UserError(f"checkpoint {path} holds another network ({missing[0]} absent there): use that run's "
+                        "agent.network settings")
+    model.load_state_dict(state["model"])
+
+
 def first_non_finite(tree: Any, path: str = "") -> Optional[str]:
     """The dotted name of the first floating tensor in a nested state (dicts, lists) holding a NaN or an
     infinity, or None."""

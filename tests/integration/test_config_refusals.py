@@ -38,6 +38,16 @@ def test_a_runs_dir_that_cannot_be_made_is_refused_before_anything_is_written(tm
         compose_config([*BASE, f"runs_dir={tmp_path / 'a_file' / 'runs'}"])
     with pytest.raises(UserError, match=r"max_diverged_fraction=1.5 must be in \[0, 1\]"):
         compose_config([*BASE, "max_diverged_fraction=1.5"])
+    disk = tmp_path / "full_disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode == 0:  # (needs root, as on this project's machines: a real full disk)
+        try:
+            subprocess.run(["dd", "if=/dev/zero", f"of={disk / 'filler'}", "bs=1k", "count=100"], capture_output=True)
+            with pytest.raises(UserError, match=r"runs_dir=\S+: no space left on its device \(0 bytes free"):
+                compose_config([*BASE, f"runs_dir={disk / 'runs'}"])
+        finally:
+            subprocess.run(["umount", str(disk)], capture_output=True)
     compose_config([*BASE, f"runs_dir={tmp_path / 'new' / 'deeper'}"])  # made when the run starts
     assert not (tmp_path / "new").exists()
 

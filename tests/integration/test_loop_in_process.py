@@ -52,8 +52,10 @@ def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path
     assert summary["best_mean_return"] is not None
     assert "ppo" not in best and "env" not in best and "ppo" in last
     assert set(best["model"]) == set(last["model"])
-    result = play(compose_config([*SMALL, "test=true", f"checkpoint={tmp_path}/checkpoints/best.pt",
-                                  "play_episodes=4"]), env, str(tmp_path / "checkpoints" / "best.pt"))
+    play_cfg = compose_config([*SMALL, "test=true", f"checkpoint={tmp_path}/checkpoints/best.pt", "play_episodes=4"])
+    play_env, _ = build_env_and_scheduler(play_cfg)
+    assert play_env.num_envs == 4
+    result = play(play_cfg, play_env, str(tmp_path / "checkpoints" / "best.pt"))
     assert result["episodes"] == 4
     with pytest.raises(UserError, match=r"holds the policy alone \(best.pt\): resume from last.pt"):
         _train(tmp_path / "again", "max_iterations=4", resume_from=str(tmp_path / "checkpoints" / "best.pt"))
@@ -273,3 +275,18 @@ def test_a_run_resumed_into_new_folders_is_one_run_to_the_report(tmp_path):
     assert [row["iteration"] for row in chain.rows] == [0, 1, 2, 3] and chain.complete
     assert len(chain.parts) == 2 and chain.parts[0] == first
     assert [row["env_steps"] for row in chain.rows] == [512, 1024, 1536, 2048]
+
+
+def test_another_network_is_refused_in_one_line_for_resume_play_and_initial_weights(tmp_path):
+    _train(tmp_path, "max_iterations=1")
+    last = str(tmp_path / "checkpoints" / "last.pt")
+    refusal = r"checkpoint \S+ holds another network \(\S+: \(\d+(, \d+)?\) there, \(\d+(, \d+)?\) here\): use that " \
+              r"run's agent.network settings"
+    with pytest.raises(UserError, match=refusal):
+        _train(tmp_path / "wider", "max_iterations=2", "agent.network.hidden=[48,48]", resume_from=last)
+    with pytest.raises(UserError, match=refusal):
+        cfg = compose_config([*SMALL, "test=true", f"checkpoint={last}", "play_episodes=2",
+                              "agent.network.hidden=[48,48]"])
+        play(cfg, build_env_and_scheduler(cfg)[0], last)
+    with pytest.raises(UserError, match=r"holds another network \(\S+ absent there\)"):
+        _train(tmp_path / "deeper", "max_iterations=2", "agent.network.hidden=[32,32,32]", resume_from=last)

@@ -120,3 +120,24 @@ def test_what_rl_games_cannot_do_is_refused_in_one_line(tmp_path):
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "agent.backend=rl_games" in lines[0] and "scheduler" in lines[0], result.stderr
+
+
+def test_a_stopped_rl_games_run_is_not_reported_finished(tmp_path):
+    """SIGTERM: rl-games ends at its epoch with its checkpoint; the run neither finished nor can be resumed here,
+    so the status is 1 (not 0: `train && next` must not go on) with one line, and no 'done'."""
+    import signal
+    import time
+
+    process = subprocess.Popen([TRAIN, *SMALL[:2], "num_envs=64", "agent.minibatch_size=256", "max_iterations=500",
+                                "agent=rl_games", f"runs_dir={tmp_path / 'runs'}", "experiment=cut"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.time() + 120
+    logs = str(tmp_path / "runs" / "cut" / "*" / "metrics.jsonl")
+    while time.time() < deadline and not any(sum(1 for _ in open(p)) >= 2 for p in glob.glob(logs)):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 1, (out[-500:], err[-500:])
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "stopped early by SIGTERM" in lines[0] and "cannot be resumed" in lines[0], err
+    assert "stopped by SIGTERM" in out and "done" not in out

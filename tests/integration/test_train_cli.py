@@ -106,7 +106,8 @@ def test_play_mode_reports_mean_return_and_length(tmp_path):
     result = train(tmp_path, *SMALL, "test=true", "play_episodes=5",
                    f"checkpoint={os.path.join(run_dir, 'checkpoints', 'last.pt')}")
     assert result.returncode == 0, result.stderr
-    assert "5 episodes: mean return" in result.stdout and "mean length" in result.stdout
+    assert "5 episodes (one per env, from reset): mean return" in result.stdout, result.stdout
+    assert "IQM" in result.stdout and "95% CI" in result.stdout and "mean length" in result.stdout
 
 
 @pytest.mark.slow

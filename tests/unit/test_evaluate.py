@@ -1,0 +1,81 @@
+"""Evaluation's protocol against the one play used before: on an env whose episode lengths vary (and whose return
+is its length), each env's first episode from reset estimates the true mean within its CI; the first N episodes to
+end over the same envs do not (short episodes end first, and again)."""
+from __future__ import annotations
+
+import torch
+
+from isaac_ppo.envs.episodes import EpisodeTracker
+from isaac_ppo.evaluate import first_episodes, summarise
+
+SHORT, LONG = 10, 100  # episode lengths, each drawn with probability 1/2 at every reset: true mean return 55
+
+
+class VariableLengthEnv:
+    """Reward 1 per step; each episode lasts SHORT or LONG steps, drawn at its reset (the VecEnv contract)."""
+
+    num_obs, num_actions, max_episode_length = 1, 1, LONG
+
+    def __init__(self, num_envs: int, seed: int):
+        self.num_envs, self.device = num_envs, torch.device("cpu")
+        self.generator = torch.Generator().manual_seed(seed)
+        self.length = torch.zeros(num_envs, dtype=torch.long)
+        self.t = torch.zeros(num_envs, dtype=torch.long)
+
+    def _draw(self, ids):
+        coin = torch.rand(len(ids), generator=self.generator) < 0.5
+        self.length[ids] = torch.where(coin, torch.tensor(SHORT), torch.tensor(LONG))
+        self.t[ids] = 0
+
+    def reset(self):
+        self._draw(torch.arange(self.num_envs))
+        return {"obs": torch.zeros(self.num_envs, 1)}
+
+    def step(self, actions):
+        self.t += 1
+        resets = self.t >= self.length
+        self._draw(resets.nonzero().flatten())
+        return ({"obs": torch.zeros(self.num_envs, 1)}, torch.ones(self.num_envs), resets,
+                {"time_outs": resets.clone()})
+
+
+def policy(obs):
+    return torch.zeros(obs.shape[0], 1)
+
+
+def first_n_to_end(env, wanted):
+    """play's protocol before: step the pool until `wanted` episodes have ended, average them."""
+    tracker, returns = EpisodeTracker(env.num_envs), []
+    obs = env.reset()["obs"]
+    while len(returns) < wanted:
+        obs_dict, rewards, resets, _ = env.step(policy(obs))
+        tracker.update(rewards, resets)
+        returns += tracker.last_return[resets.nonzero().flatten()].tolist()
+        obs = obs_dict["obs"]
+    return sum(returns[:wanted]) / wanted
+
+
+def test_first_episodes_are_unbiased_and_first_to_end_is_not():
+    true_mean = (SHORT + LONG) / 2
+    for seed in range(5):
+        episodes = first_episodes(VariableLengthEnv(400, seed), policy)
+        assert torch.equal(episodes["returns"], episodes["lengths"].double())  # one episode each, whole
+        stats = summarise(episodes["returns"], episodes["lengths"], seed=seed)
+        assert stats["episodes"] == 400
+        assert abs(stats["return_mean"] - true_mean) < 9  # 4 sd of the mean (45 / sqrt(400) = 2.25)
+        low, high = stats["return_ci95"]
+        assert low <= true_mean <= high
+        # the old protocol on the same envs: the first 400 episodes to end are mostly short ones, far below
+        old = first_n_to_end(VariableLengthEnv(400, seed), 400)
+        assert old < low and old < true_mean - 25, (old, low)
+
+
+def test_the_ci_covers_the_true_iqm_of_a_known_distribution():
+    """With returns 10 or 100 at 1/2 each the IQM of many episodes is between them; the CI is ordered and holds
+    the sample's IQM."""
+    episodes = first_episodes(VariableLengthEnv(200, 7), policy)
+    stats = summarise(episodes["returns"], episodes["lengths"], seed=0)
+    low, high = stats["return_ci95"]
+    assert low <= stats["return_iqm"] <= high
+    assert SHORT <= low <= high <= LONG
+    assert stats["length_mean"] == float(episodes["lengths"].double().mean())
