@@ -19,6 +19,7 @@ from isaac_ppo.collect import SyncCollector
 from isaac_ppo.config import budgets
 from isaac_ppo.diagnostics.probe import Probe
 from isaac_ppo.distributed import Local
+from isaac_ppo.evaluate import Evaluator
 from isaac_ppo.io.checkpoint import Checkpointer
 from isaac_ppo.io.logger import RunLogger
 from isaac_ppo.runner import Runner
@@ -26,6 +27,7 @@ from isaac_ppo.scheduler import Scheduler, build_scheduler, check_plans, pool_si
 
 # the collector's action noise is its own stream (it runs beside the learner's under concurrent collection)
 COLLECT_SEED_OFFSET = 1_000_003
+EVAL_SEED_OFFSET = 2_000_003  # the eval envs' resets: a stream of their own
 
 
 def cores() -> int:
@@ -37,17 +39,19 @@ def build_env_and_scheduler(cfg: DictConfig, rank: int = 0, local_ranks: int = 1
                             device: Optional[str] = None) -> Tuple[Any, Scheduler]:
     """The scheduler, and the env pool sized once for the most envs it can ask for (or num_envs when set); in
     play mode (test=true), play_episodes envs: each plays one episode."""
-    from isaac_ppo.envs import make
-
     scheduler = build_scheduler(cfg)
     pool = cfg.play_episodes if cfg.test else pool_size(cfg, scheduler, *budgets(cfg))
+    return _make_env(cfg, pool, cfg.seed + rank, device, local_ranks), scheduler
+
+
+def _make_env(cfg: DictConfig, num_envs: int, seed: int, device: Optional[str], local_ranks: int = 1) -> Any:
+    from isaac_ppo.envs import make
+
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
     mujoco = task_cfg.get("mujoco") or {}
     if local_ranks > 1 and not mujoco.get("nthread"):  # 0 = every core: split them between the ranks
         task_cfg["mujoco"] = dict(mujoco, nthread=max(1, cores() // local_ranks))
-    env = make(cfg.task.name, pool, sim=cfg.sim, seed=cfg.seed + rank, device=device or cfg.device,
-               task_cfg=task_cfg)
-    return env, scheduler
+    return make(cfg.task.name, num_envs, sim=cfg.sim, seed=seed, device=device or cfg.device, task_cfg=task_cfg)
 
 
 def build_model(cfg: DictConfig, env: Any, device: torch.device) -> ActorCritic:
@@ -83,8 +87,12 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     source = batches.for_mode(cfg.scheduler.get("mode", "sync"), collector, collect_threads, model,
                               lambda: build_model(cfg, env, device_))
     logger = RunLogger(run_dir, cfg.task.name, max_iterations, max_env_steps=max_env_steps) if comm.is_main else None
+    # rank 0 evaluates for the run; not on Isaac Gym yet (a second VecTask in one process is untested there)
+    evaluates = comm.is_main and (cfg.eval.interval > 0 or cfg.eval.final) and "isaacgym" not in type(env).__module__
+    eval_env = _make_env(cfg, cfg.eval.num_envs, cfg.seed + EVAL_SEED_OFFSET, device) if evaluates else None
     return Runner(
         cfg, env, model=model, ppo=ppo, probe=probe, scheduler=scheduler, collector=collector, batches=source,
         checkpointer=Checkpointer(run_dir, cfg.save_interval, write=comm.is_main), logger=logger, comm=comm,
         update_threads=max(1, cfg.torch_threads // share), budgets=(max_iterations, max_env_steps),
+        evaluator=Evaluator(eval_env, cfg.eval.interval, cfg.eval.final),
     )

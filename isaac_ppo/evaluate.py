@@ -8,6 +8,7 @@ distribution, whatever the lengths, so the mean over envs is unbiased and its bo
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, Optional
 
 import torch
@@ -51,3 +52,47 @@ def summarise(returns: torch.Tensor, lengths: torch.Tensor, reps: int = 2000, se
 def mean_action(model: Any) -> Policy:
     """The deterministic policy: the Gaussian's mean."""
     return lambda obs: model(obs)[0]
+
+
+class Evaluator:
+    """The periodic evaluation of a training run: every `eval.interval` env steps, and once at the end when
+    `eval.final`, the current policy's mean action on its own envs (eval.num_envs, their own seed stream, never
+    the training envs), each counting its first episode from reset. None of it touches training: separate envs,
+    no gradient, no random numbers from the learner's streams."""
+
+    def __init__(self, env: Optional[Any], interval: int, final: bool):
+        self.env = env  # None: no evaluation (ranks other than 0, or eval.interval=0 and eval.final=false)
+        self.interval = interval if env is not None else 0
+        self.final = final and env is not None
+
+    def when_due(self, model: Any, env_steps_before: int, steps: int, iteration: int) -> Optional[Dict[str, Any]]:
+        """The evaluation after update `iteration` when it took the run across a multiple of eval.interval env
+        steps (from env_steps_before to env_steps_before + steps), else None."""
+        after = env_steps_before + steps
+        if self.interval > 0 and after // self.interval > env_steps_before // self.interval:
+            return self(model, after, iteration)
+        return None
+
+    def __call__(self, model: Any, env_steps: int, iteration: int) -> Dict[str, Any]:
+        """Evaluate the policy after update `iteration` (its version iteration + 1) at env_steps."""
+        started = time.perf_counter()
+        episodes = first_episodes(self.env, mean_action(model))
+        result = summarise(episodes["returns"], episodes["lengths"], seed=iteration)
+        result.update(env_steps=env_steps, policy_version=iteration + 1,
+                      seconds=round(time.perf_counter() - started, 3))
+        return result
+
+    def score(self, row: Dict[str, Any]) -> Optional[float]:
+        """What best.pt is chosen by: the evaluation's mean return when the run evaluates periodically (None in the
+        rows without one), else the training statistic."""
+        if self.interval > 0:
+            return row["eval"]["return_mean"] if "eval" in row else None
+        return row["mean_return"]
+
+    def state_dict(self) -> Optional[Dict[str, Any]]:
+        """The eval envs' state (their reset stream): a resumed run evaluates as the uninterrupted one."""
+        return self.env.state_dict() if self.env is not None and hasattr(self.env, "state_dict") else None
+
+    def load_state_dict(self, state: Optional[Dict[str, Any]]) -> None:
+        if state is not None and self.env is not None and hasattr(self.env, "load_state_dict"):
+            self.env.load_state_dict(state)

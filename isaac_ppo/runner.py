@@ -1,10 +1,6 @@
-"""The training loop over already-built parts (isaac_ppo/build.py); it owns the counters.
-
-Per iteration k:
-    plan  = scheduler.plan(k, history)            (asked once per k; checked against the env pool)
-    batch = batches.take(k, plan)                 (collected now, or during update k-1 when concurrent)
-    stats = ppo.update(batch, plan)               (a concurrent source collects batch k+1 meanwhile)
-    diag  = probe.measure(k, batch)               (every diagnostics.interval iterations, else {})
+"""The training loop over already-built parts (isaac_ppo/build.py); it owns the counters. Per iteration k:
+    plan = scheduler.plan(k, history); batch = batches.take(k, plan)  (collected now, or during update k-1)
+    stats = ppo.update(batch, plan); diag = probe.measure(k, batch); eval = evaluator(...) when due
     scheduler.observe(k, row, diag); logger.log(row); checkpointer.after_iteration(...)
 """
 from __future__ import annotations
@@ -32,11 +28,10 @@ class Runner:
 
     def __init__(self, cfg: DictConfig, env: Any, *, model: Any, ppo: Any, probe: Any, scheduler: Any,
                  collector: Any, batches: Any, checkpointer: Any, logger: Any, comm: Any, update_threads: int,
-                 budgets: Tuple[Optional[int], Optional[int]]):
-        self.cfg, self.env, self.model, self.ppo, self.probe = cfg, env, model, ppo, probe
-        self.scheduler, self.collector, self.batches = scheduler, collector, batches
-        self.checkpointer, self.logger, self.comm = checkpointer, logger, comm
-        self.update_threads = update_threads  # this rank's share of torch_threads
+                 budgets: Tuple[Optional[int], Optional[int]], evaluator: Any):
+        self.cfg, self.env, self.model, self.ppo, self.probe, self.evaluator = cfg, env, model, ppo, probe, evaluator
+        self.scheduler, self.collector, self.batches, self.checkpointer = scheduler, collector, batches, checkpointer
+        self.logger, self.comm, self.update_threads = logger, comm, update_threads  # (this rank's share of threads)
         self.max_iterations, self.max_env_steps = budgets
         self.planned: Dict[int, Plan] = {}  # plans asked of the scheduler for iterations not yet run
         self.iteration, self.env_steps, self.wall_s = 0, 0, 0.0
@@ -89,21 +84,21 @@ class Runner:
                 self.logger.log(row)
             self.logged = self.iteration
             self.divergence.check(row)  # (after the row is logged: it records the divergences)
-            self.checkpointer.after_iteration(row["iteration"], self.state_dict, self.policy_state, row["mean_return"])
+            self.checkpointer.after_iteration(row["iteration"], self.state_dict, self.policy_state,
+                                             self.evaluator.score(row))
 
     def _finish(self, last_checkpoint: str) -> Dict[str, Any]:
         """metrics.json (rank 0) and the diagnostics panel."""
         extra: Dict[str, Any] = {"last_checkpoint": last_checkpoint, "stopped_by": self.stops.requested}
+        if self.evaluator.final and not self.stops.requested:  # (a preempted run ends now)
+            extra["final_eval"] = self.evaluator(self.model, self.env_steps, self.iteration - 1)
+            if self.evaluator.interval > 0:  # (best.pt is then chosen by evaluations: the final one competes too)
+                self.checkpointer.offer_best(extra["final_eval"]["return_mean"], self.policy_state)
         if self.comm.world_size > 1:  # equal digests: every rank ends with bit-identical learner state
             learner = [t for _, t in sorted(self.model.state_dict().items())]
             extra.update(world_size=self.comm.world_size, rank_digests=self.comm.digests(learner))
         summary = self.logger.summary(extra) if self.logger is not None else {}
-        if self.probe.enabled and self.cfg.diagnostics.plot:
-            from isaac_ppo.diagnostics.panel import write_panel
-
-            panel = write_panel(self.checkpointer.run_dir)
-            if panel:
-                print(f"[{self.cfg.task.name}] diagnostics panel: {panel}")
+        self.probe.write_panel(self.checkpointer.run_dir, self.cfg.task.name)
         return summary
 
     def step(self) -> Optional[Dict[str, Any]]:
@@ -133,6 +128,7 @@ class Runner:
         self.ppo.absorb_batch_statistics(buffer)
         self._check_learner_finite(k)
         t2 = time.perf_counter()
+        evaluation = self.evaluator.when_due(self.model, self.env_steps, steps, k)  # (timed apart: not in t2 - t0)
         info = self.comm.episodes_of_all_ranks(batch.info)
         self.iteration += 1
         self.env_steps += steps
@@ -141,6 +137,8 @@ class Runner:
         row = iteration_row(k, self.env_steps, self.wall_s, plan, steps, staleness, info,
                             collect_s=info["collect_s"], update_s=t2 - t1, iteration_s=t2 - t0, wait_s=t1 - t0)
         row.update(stats)
+        if evaluation:
+            row["eval"] = evaluation
         if diag:
             row["diagnostics"] = diag
             row["diagnostics_s"] = round(probe_s, 4)  # the measurement's own cost (inside update_s)
@@ -204,6 +202,7 @@ class Runner:
         local = dict(self.batches.state_dict(), rng={
             "agent": self.ppo.generator.get_state(), "collect": self.collector.generator.get_state(),
             "probe": self.probe.state_dict(), "torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+            "eval": self.evaluator.state_dict(),
             "python": random.getstate(),
         }, env=self.env.state_dict() if hasattr(self.env, "state_dict") else None, obs=self.collector.obs,
             episodes=self.collector.tracker.state_dict())
@@ -240,6 +239,7 @@ class Runner:
         if "collect" in rng:
             self.collector.generator.set_state(rng["collect"])
         self.probe.load_state_dict(rng.get("probe"))
+        self.evaluator.load_state_dict(rng.get("eval"))
         torch.set_rng_state(rng["torch"])
         np.random.set_state(rng["numpy"])
         random.setstate(rng["python"])

@@ -34,7 +34,7 @@ def load(composed: Any) -> DictConfig:
 CHANGEABLE_ON_RESUME = frozenset({
     "resume", "checkpoint", "max_iterations", "max_env_steps", "save_interval", "torch_threads",
     "collect_torch_threads", "headless", "test", "play_episodes", "capture_video", "runs_dir", "diagnostics.plot",
-    "max_diverged_fraction",
+    "max_diverged_fraction", "eval.interval", "eval.final",
 })
 
 

@@ -21,7 +21,7 @@ CHOICES = {
 }
 POSITIVE = ("agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",
             "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
-            "agent.max_epochs")
+            "agent.max_epochs", "eval.num_envs")
 TASK_INTEGERS = ("task.env.numEnvs", "task.env.episodeLength")
 # key -> (lowest, highest, whether the lowest itself is allowed): what each number means bounds it
 RANGES = {
@@ -29,6 +29,7 @@ RANGES = {
     "agent.clip": (0.0, None, False), "agent.kl_threshold": (0.0, None, False), "agent.grad_norm": (0.0, None, False),
     "agent.critic_coef": (0.0, None, True), "agent.entropy_coef": (0.0, None, True),
     "agent.bounds_loss_coef": (0.0, None, True), "max_diverged_fraction": (0.0, 1.0, True),
+    "eval.interval": (0, None, True),
 }
 FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 

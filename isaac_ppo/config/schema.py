@@ -68,11 +68,19 @@ class DiagnosticsConfig:
 
 
 @dataclasses.dataclass
+class EvalConfig:
+    interval: int
+    num_envs: int
+    final: bool
+
+
+@dataclasses.dataclass
 class Config:
     task: Any
     agent: AgentConfig
     scheduler: Any
     diagnostics: DiagnosticsConfig
+    eval: EvalConfig
     experiment: str
     num_envs: Optional[int]
     seed: int

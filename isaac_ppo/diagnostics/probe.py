@@ -39,6 +39,7 @@ class Probe:
         self.grid = cfg["grid"]
         self.coverage_method = cfg["coverage_method"]
         self.variants = cfg["variants"]
+        self.plot = cfg["plot"]
         self.model = model
         self.generator = torch.Generator().manual_seed(int(seed) + PROBE_SEED_OFFSET)
         self._gradients: Dict[str, float] = {}
@@ -109,6 +110,15 @@ class Probe:
         out["policy_variance"] = variance["policy_variance"]
         out["mu_variance"] = variance["mu_variance"]
         return {key: float(value) for key, value in out.items() if not (isinstance(value, float) and math.isnan(value))}
+
+    def write_panel(self, run_dir: str, task: str) -> None:
+        """diagnostics.png (the diagnostics and the return against env steps) at the end of a run, when plotted."""
+        if self.enabled and self.plot:
+            from isaac_ppo.diagnostics.panel import write_panel
+
+            panel = write_panel(run_dir)
+            if panel:
+                print(f"[{task}] diagnostics panel: {panel}")
 
     def state_dict(self) -> Dict[str, Any]:
         return {"generator": self.generator.get_state()}

@@ -69,17 +69,22 @@ class Checkpointer:
         for tmp in glob.glob(os.path.join(self.dir, "*.tmp")):
             os.remove(tmp)
 
-    def after_iteration(self, iteration: int, state_fn: Any, policy_fn: Any, mean_return: float) -> None:
+    def after_iteration(self, iteration: int, state_fn: Any, policy_fn: Any, score: Optional[float]) -> None:
         """Numbered and last checkpoints (the whole training state) every save_interval iterations; best.pt
-        (the policy alone, what play and checkpoint= read) whenever the return improves. The whole state is
-        not built for best.pt: building it waits for a batch in flight and gathers every rank's envs."""
+        (the policy alone, what play and checkpoint= read) whenever the score improves: the evaluation's mean
+        return when the run evaluates periodically, else the training return. The whole state is not built for
+        best.pt: building it waits for a batch in flight and gathers every rank's envs."""
         done = iteration + 1
         if done % self.save_interval == 0:
             state = state_fn()
             self.save(f"iter_{done:06d}.pt", state)
             self.save("last.pt", state)
-        if mean_return == mean_return and (self.best_return is None or mean_return > self.best_return):
-            self.best_return = mean_return
+        self.offer_best(score, policy_fn)
+
+    def offer_best(self, score: Optional[float], policy_fn: Any) -> None:
+        """best.pt when the score beats the best so far (None or NaN: nothing to compare)."""
+        if score is not None and score == score and (self.best_return is None or score > self.best_return):
+            self.best_return = score
             self.save("best.pt", policy_fn())
 
 

@@ -26,6 +26,10 @@ TB_TAGS = {
 }
 
 
+# an evaluation's numbers in TensorBoard (eval/<key>, and eval/return_ci95_low and _high)
+EVAL_TAGS = ("return_mean", "return_iqm", "length_mean", "episodes", "seconds")
+
+
 def iteration_row(iteration: int, env_steps: int, wall_s: float, plan: Any, batch_size: int, staleness: int,
                   episodes: Mapping[str, Any], collect_s: float, update_s: float, iteration_s: float,
                   wait_s: Optional[float] = None) -> Dict[str, Any]:
@@ -106,6 +110,14 @@ class RunLogger:
                     self.writer.add_scalar(tag, value, step)
             for key, value in row.get("diagnostics", {}).items():
                 self.writer.add_scalar("diagnostics/" + key, value, step)
+            evaluation = row.get("eval", {})
+            for key in EVAL_TAGS:
+                if key in evaluation:
+                    self.writer.add_scalar("eval/" + key, evaluation[key], step)
+            if "return_ci95" in evaluation:
+                low, high = evaluation["return_ci95"]
+                self.writer.add_scalar("eval/return_ci95_low", low, step)
+                self.writer.add_scalar("eval/return_ci95_high", high, step)
         if row["mean_return"] == row["mean_return"]:
             self.best_return = max(self.best_return, row["mean_return"])
         self.last = row
@@ -129,6 +141,8 @@ class RunLogger:
         )
         if row["diverged"]:  # episodes a diverged simulation ended (thrown away): never silent
             line += f" | diverged {row['diverged']:,}"
+        if "eval" in row:
+            line += f" | eval return {row['eval']['return_mean']:.2f}"
         for event in row.get("scheduler_events", ()):  # plan changes, with their reasons
             sys.stdout.write(("\n" if self.tty else "") + f"[{self.task}] scheduler: {event}\n")
         if self.tty:

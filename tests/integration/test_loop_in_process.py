@@ -290,3 +290,29 @@ def test_another_network_is_refused_in_one_line_for_resume_play_and_initial_weig
         play(cfg, build_env_and_scheduler(cfg)[0], last)
     with pytest.raises(UserError, match=r"holds another network \(\S+ absent there\)"):
         _train(tmp_path / "deeper", "max_iterations=2", "agent.network.hidden=[32,32,32]", resume_from=last)
+
+
+def test_periodic_and_final_evaluation_land_in_rows_tensorboard_summary_and_best_pt(tmp_path):
+    """eval.interval=1024 with 512 env steps an iteration: an evaluation after every second update, on 8 eval envs
+    each counting its first episode; best.pt is the policy of the best evaluation; metrics.json holds the final
+    one; training is the same as without evaluation."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, _, runner, summary = _train(tmp_path / "eval", "max_iterations=4", "eval.interval=1024", "eval.num_envs=8")
+    rows = _rows(tmp_path / "eval")
+    assert ["eval" in row for row in rows] == [False, True, False, True]
+    evaluation = rows[1]["eval"]
+    assert evaluation["episodes"] == 8 and evaluation["env_steps"] == 1024 and evaluation["policy_version"] == 2
+    low, high = evaluation["return_ci95"]
+    assert low <= evaluation["return_iqm"] <= high and evaluation["length_mean"] > 0
+    best_row = max((row for row in rows if "eval" in row), key=lambda row: row["eval"]["return_mean"])
+    assert load(str(tmp_path / "eval" / "checkpoints" / "best.pt"))["counters"]["iteration"] == best_row["iteration"] + 1
+    assert summary["final_eval"]["episodes"] == 8 and summary["final_eval"]["env_steps"] == 4 * 512
+    with open(tmp_path / "eval" / "metrics.json") as f:
+        assert json.load(f)["final_eval"]["return_mean"] == summary["final_eval"]["return_mean"]
+    events = EventAccumulator(str(tmp_path / "eval" / "tb"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("eval/return_mean")] == [1024, 2048]
+    _train(tmp_path / "plain", "max_iterations=4", "eval.interval=0", "eval.final=false")
+    for with_eval, without in zip(rows, _rows(tmp_path / "plain")):
+        assert with_eval["actor_loss"] == without["actor_loss"] and with_eval["kl"] == without["kl"]
