@@ -13,7 +13,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.report.runs import Run, _get, check_metric, final_value, find_run_dirs, join_resumed, load_run
+from isaac_ppo.report.runs import (Run, _get, check_metric, default_metric, find_run_dirs, join_resumed, load_run,
+                                   run_final)
 from isaac_ppo.report.stats import iqm, stratified_bootstrap_ci
 
 
@@ -88,7 +89,7 @@ def group_runs(runs: Sequence[Run], swept: Sequence[str]) -> List[Group]:
 def summarise_group(group: Group, metric: str, reps: int, seed: int) -> None:
     """Fill in the group's statistics from its complete runs that logged the metric."""
     for run in group.runs:
-        value = final_value(run.rows, metric) if run.complete else None
+        value = run_final(run, metric) if run.complete else None
         if value is not None:
             group.used.append(run)
             group.finals.append(value)
@@ -142,7 +143,7 @@ class Report:
         return out
 
 
-def gather(dirs: Sequence[str], metric: str = "mean_return", reps: int = 2000, seed: int = 0,
+def gather(dirs: Sequence[str], metric: Optional[str] = None, reps: int = 2000, seed: int = 0,
            skip: Iterable[str] = ()) -> Report:
     """Find, load, check and group the runs below dirs and compute each group's statistics."""
     skip = list(skip)
@@ -162,6 +163,7 @@ def gather(dirs: Sequence[str], metric: str = "mean_return", reps: int = 2000, s
                 seen.add(os.path.realpath(path))
                 paths.append(path)
     runs = join_resumed([load_run(path) for path in paths])  # a run resumed into new folders is one run
+    metric = metric or default_metric(runs)
     fill_unset_keys(runs)
     check_same_keys(runs)
     check_metric(runs, metric)

@@ -24,6 +24,8 @@ NOT_RUNS = {".hydra", "tb", "checkpoints", "__pycache__"}
 # overrides that say where a run writes or where it continues from, not what it is: never a swept setting (a run
 # resumed with resume=auto is the same setting as the one it continues)
 OUTPUT_KEYS = {"experiment", "runs_dir", "hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "resume"}
+NESTED = ("diagnostics", "eval")  # rows' nested dicts whose numbers are metrics too (diagnostics.NAME, eval.NAME)
+EVAL_METRIC = "eval.return_mean"
 
 
 # ------------------------------------------------------------------------------------------ runs on disk
@@ -208,11 +210,32 @@ def _number(value: Any) -> Optional[float]:
 
 
 def metric_value(row: Dict[str, Any], metric: str) -> Optional[float]:
-    """The metric in one metrics.jsonl row (`diagnostics.NAME` reaches into the nested dict), or None."""
-    if metric.startswith("diagnostics."):
-        nested = row.get("diagnostics")
-        return _number(nested.get(metric[len("diagnostics."):])) if isinstance(nested, dict) else None
+    """The metric in one metrics.jsonl row (`diagnostics.NAME` and `eval.NAME` reach into the nested dicts), or
+    None."""
+    for group in NESTED:
+        if metric.startswith(group + "."):
+            nested = row.get(group)
+            return _number(nested.get(metric[len(group) + 1:])) if isinstance(nested, dict) else None
     return _number(row.get(metric))
+
+
+def run_final(run: Run, metric: str) -> Optional[float]:
+    """A run's final value of the metric: for an eval.NAME, its end-of-run evaluation (metrics.json final_eval)
+    when it has one, else the last value its rows logged."""
+    final_eval = (run.summary or {}).get("final_eval")
+    if metric.startswith("eval.") and isinstance(final_eval, dict):
+        value = _number(final_eval.get(metric[len("eval."):]))
+        if value is not None:
+            return value
+    return final_value(run.rows, metric)
+
+
+def default_metric(runs: Sequence[Run]) -> str:
+    """What to compare runs on when no --metric is given: the evaluation's mean return when any run evaluated
+    (unbiased, unlagged), else the training return mean_return."""
+    evaluated = any(isinstance((run.summary or {}).get("final_eval"), dict) or any("eval" in row for row in run.rows)
+                    for run in runs)
+    return EVAL_METRIC if evaluated else "mean_return"
 
 
 def _last_number(rows: Sequence[Optional[Dict[str, Any]]], key: str) -> Optional[float]:
@@ -253,10 +276,10 @@ def available_metrics(runs: Sequence[Run]) -> List[str]:
     for run in runs:
         for row in run.rows:
             for key, value in row.items():
-                if key == "diagnostics" and isinstance(value, dict):
+                if key in NESTED and isinstance(value, dict):
                     for name, inner in value.items():
                         if inner is None or _number(inner) is not None:
-                            nested.setdefault("diagnostics." + name, None)
+                            nested.setdefault(f"{key}.{name}", None)
                 elif value is None or _number(value) is not None:
                     top.setdefault(key, None)
     return list(top) + list(nested)
@@ -265,6 +288,8 @@ def available_metrics(runs: Sequence[Run]) -> List[str]:
 def check_metric(runs: Sequence[Run], metric: str) -> None:
     if any(metric_value(row, metric) is not None for run in runs for row in run.rows):
         return
+    if metric.startswith("eval.") and any(run_final(run, metric) is not None for run in runs):
+        return  # (evaluated only at the end)
     logged = [key for key in available_metrics(runs) if key != metric]
     # a sample of both kinds, so the diagnostics.NAME form shows up even behind dozens of top-level keys
     top = [key for key in logged if not key.startswith("diagnostics.")]

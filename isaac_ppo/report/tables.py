@@ -7,7 +7,7 @@ import os
 from typing import List, Optional, Sequence, Tuple
 
 from isaac_ppo.report.groups import Report
-from isaac_ppo.report.runs import _fmt_steps, final_value
+from isaac_ppo.report.runs import EVAL_METRIC, _fmt_steps, run_final
 
 
 def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
@@ -47,8 +47,14 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: 
 
 
 def describe(report: Report) -> str:
-    return (f"metric: {report.metric} (each run's last logged value); IQM over complete runs with a 95% "
-            f"stratified bootstrap CI ({report.reps} resamples, seed {report.seed}); seeds pooled")
+    if report.metric.startswith("eval."):
+        what = "each run's end-of-run evaluation, else its last one: unbiased and unlagged"
+    else:
+        what = "each run's last logged value" + ("; a lagged training statistic: runs that evaluate (eval.interval, "
+                                                 f"eval.final) are compared on {EVAL_METRIC}"
+                                                 if report.metric == "mean_return" else "")
+    return (f"metric: {report.metric} ({what}); IQM over complete runs with a 95% stratified bootstrap CI "
+            f"({report.reps} resamples, seed {report.seed}); seeds pooled")
 
 
 def console_text(report: Report) -> str:
@@ -103,7 +109,7 @@ def write_csvs(report: Report, out: str) -> List[str]:
         for group in report.groups:
             for run in group.runs:
                 writer.writerow([run.path, group.label, run.seed if run.seed is not None else "", run.detail,
-                                 _raw(final_value(run.rows, report.metric)), _raw(run.env_steps),
+                                 _raw(run_final(run, report.metric)), _raw(run.env_steps),
                                  _raw(run.wall_s)])
     return [groups_path, runs_path]
 

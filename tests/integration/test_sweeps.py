@@ -137,7 +137,8 @@ def test_a_real_multirun_and_the_report_over_it(tmp_path):
     table = [line for line in report.stdout.splitlines() if line.startswith(("32 ", "64 "))]
     assert len(table) == 2 and all(" 2/2 " in line for line in table), report.stdout
     out = sweep / "report"
-    for figure in ("curve_mean_return.png", "final_vs_scheduler.num_envs.png", "diagnostics.png"):
+    assert "metric: eval.return_mean (each run's end-of-run evaluation" in report.stdout  # the default
+    for figure in ("final_vs_scheduler.num_envs.png", "diagnostics.png"):
         assert os.path.getsize(out / figure) > 10_000, figure
 
     # the numbers are the runs' own: two seeds per group, so the IQM is their mean and the CI spans them
@@ -145,7 +146,8 @@ def test_a_real_multirun_and_the_report_over_it(tmp_path):
     for job in jobs:
         overrides = (sweep / job / ".hydra" / "overrides.yaml").read_text().split()
         envs = next(o for o in overrides if o.startswith("scheduler.num_envs=")).split("=")[1]
-        finals.setdefault(envs, []).append(rows(job)[-1]["mean_return"])
+        with open(os.path.join(job, "metrics.json")) as f:
+            finals.setdefault(envs, []).append(json.load(f)["final_eval"]["return_mean"])
     with open(out / "report.csv") as f:
         groups = {row["scheduler.num_envs"]: row for row in csv.DictReader(f)}
     assert sorted(groups) == ["32", "64"]

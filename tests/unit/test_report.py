@@ -381,3 +381,30 @@ def test_a_resumed_run_is_not_another_setting(tmp_path, capsys):
     make_run(str(tmp_path / "b"), ["task=Cartpole", "seed=1", "resume=auto"], curve(2.0), seed=1)
     out = run_main([str(tmp_path), "--out", str(tmp_path / "out"), "--reps", "50"], capsys)
     assert "2/2" in out  # one setting of two runs (with resume swept: two settings of one run each)
+
+
+def test_runs_that_evaluated_are_compared_on_their_final_evaluation(tmp_path):
+    """With an eval row midway and final_eval in metrics.json, the default metric is eval.return_mean and each run's
+    value is its final evaluation, not its lagged training return nor its last eval row."""
+    finals = {}
+    for seed, (train_final, mid_eval, end_eval) in enumerate([(90.0, 10.0, 20.0), (80.0, 30.0, 40.0)]):
+        folder = make_run(str(tmp_path / "sweep" / str(seed)), overrides(128, seed), curve(train_final), seed=seed)
+        rows = [json.loads(line) for line in open(os.path.join(folder, "metrics.jsonl"))]
+        rows[2]["eval"] = {"return_mean": mid_eval, "episodes": 64}
+        with open(os.path.join(folder, "metrics.jsonl"), "w") as f:
+            f.writelines(json.dumps(row) + "\n" for row in rows)
+        summary = json.load(open(os.path.join(folder, "metrics.json")))
+        summary["final_eval"] = {"return_mean": end_eval, "episodes": 64}
+        json.dump(summary, open(os.path.join(folder, "metrics.json"), "w"))
+        finals[seed] = end_eval
+    report = gather([str(tmp_path / "sweep")])
+    assert report.metric == "eval.return_mean"
+    (group,) = report.groups
+    assert sorted(group.finals) == sorted(finals.values())  # 20 and 40: not 90/80 (training) nor 10/30 (mid-run)
+    assert gather([str(tmp_path / "sweep")], "mean_return").groups[0].finals == [90.0, 80.0]
+
+
+def test_runs_that_did_not_evaluate_fall_back_to_the_training_return_and_say_so(tmp_path, capsys):
+    make_run(str(tmp_path / "runs" / "0"), overrides(128, 0), curve(50.0), seed=0)
+    assert main([str(tmp_path / "runs")]) == 0
+    assert "metric: mean_return (each run's last logged value; a lagged training statistic" in capsys.readouterr().out
