@@ -19,34 +19,44 @@ Policy = Callable[[torch.Tensor], torch.Tensor]
 
 
 def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None]] = None) -> Dict[str, torch.Tensor]:
-    """Reset every env, step until each has ended its first episode; that episode's return and length per env.
+    """Reset every env, step until each has ended its first episode; that episode's return and length per env,
+    and whether its simulation diverged (such an episode is no sample of the policy: summarise leaves it out).
     Envs that finished keep stepping (the pool steps as one) but count no more. on_step runs after every step
     (a video recorder)."""
     n = env.num_envs
     returns = torch.zeros(n, dtype=torch.float64)
     lengths = torch.zeros(n, dtype=torch.long)
     done = torch.zeros(n, dtype=torch.bool)
+    diverged = torch.zeros(n, dtype=torch.bool)
     obs = env.reset()["obs"]
     with torch.no_grad():
         while not bool(done.all()):
-            obs_dict, rewards, resets, _ = env.step(policy(obs))
+            obs_dict, rewards, resets, extras = env.step(policy(obs))
             if on_step is not None:
                 on_step()
             live = ~done
             returns[live] += rewards.detach().to("cpu", torch.float64)[live]
             lengths[live] += 1
+            if "diverged_envs" in extras:
+                diverged |= live & extras["diverged_envs"].to("cpu").bool()
             done |= resets.detach().to("cpu").bool()
             obs = obs_dict["obs"]
-    return {"returns": returns, "lengths": lengths}
+    return {"returns": returns, "lengths": lengths, "diverged": diverged}
 
 
-def summarise(returns: torch.Tensor, lengths: torch.Tensor, reps: int = 2000, seed: int = 0) -> Dict[str, Any]:
+def summarise(returns: torch.Tensor, lengths: torch.Tensor, reps: int = 2000, seed: int = 0,
+              diverged: Optional[torch.Tensor] = None) -> Dict[str, Any]:
     """Mean and IQM of the returns, the 95% bootstrap CI of the IQM (the report's statistics, over episodes here
-    instead of runs) and the mean length."""
-    values = returns.double().numpy()
+    instead of runs) and the mean length, over the episodes whose simulation did not diverge (counted apart)."""
+    kept = ~diverged if diverged is not None else torch.ones(len(returns), dtype=torch.bool)
+    values, kept_lengths = returns[kept].double().numpy(), lengths[kept].double()
+    result: Dict[str, Any] = {"episodes": len(values), "diverged": int((~kept).sum())}
+    if len(values) == 0:  # every simulation diverged: nothing to summarise
+        nan = float("nan")
+        return dict(result, return_mean=nan, return_iqm=nan, return_ci95=[nan, nan], length_mean=nan)
     low, high = stratified_bootstrap_ci(values, ["all"] * len(values), reps=reps, seed=seed)
-    return {"episodes": len(values), "return_mean": float(values.mean()), "return_iqm": iqm(values),
-            "return_ci95": [low, high], "length_mean": float(lengths.double().mean())}
+    return dict(result, return_mean=float(values.mean()), return_iqm=iqm(values), return_ci95=[low, high],
+                length_mean=float(kept_lengths.mean()))
 
 
 def mean_action(model: Any) -> Policy:
@@ -77,7 +87,7 @@ class Evaluator:
         """Evaluate the policy after update `iteration` (its version iteration + 1) at env_steps."""
         started = time.perf_counter()
         episodes = first_episodes(self.env, mean_action(model))
-        result = summarise(episodes["returns"], episodes["lengths"], seed=iteration)
+        result = summarise(episodes["returns"], episodes["lengths"], seed=iteration, diverged=episodes["diverged"])
         result.update(env_steps=env_steps, policy_version=iteration + 1,
                       seconds=round(time.perf_counter() - started, 3))
         return result

@@ -33,5 +33,5 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
     if recorder is not None:
         recorder.close()
         result.update(video=video_path, frames=recorder.frames)
-    result.update(summarise(episodes["returns"], episodes["lengths"], seed=cfg.seed))
+    result.update(summarise(episodes["returns"], episodes["lengths"], seed=cfg.seed, diverged=episodes["diverged"]))
     return result

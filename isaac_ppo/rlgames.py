@@ -216,7 +216,7 @@ def _vec_env_class() -> Any:
 
         def step(self, actions: Any) -> Any:
             obs_dict, rewards, resets, extras = self.env.step(actions)
-            self.tracker.update(rewards, resets)
+            self.tracker.update(rewards, resets, extras.get("diverged_envs"))
             self.diverged += int(extras.get("diverged", 0))
             return obs_dict, rewards, resets, extras
 

@@ -57,6 +57,9 @@ class MujocoTask:
         self.dt = float(cfg["sim"]["dt"])  # the control step, as the task's rewards use it
         sim = cfg["mujoco"]
         self.substeps = int(sim["substeps"])
+        # bounds past which a simulation has diverged though MuJoCo has not flagged it yet (a huge finite state)
+        self.max_abs_qvel = float(sim.get("max_abs_qvel", math.inf))
+        self.max_abs_reward = float(sim.get("max_abs_reward", math.inf))
 
         self.model = mujoco.MjModel.from_xml_path(os.path.join(ASSET_DIR, self.asset))
         self.model.opt.timestep = float(sim["timestep"])
@@ -135,7 +138,7 @@ class MujocoTask:
         obs = self.compute_observations(active)
         rew, terminated = self.compute_reward(obs, active)
         time_out = (self.progress[:n] >= self.max_episode_length) & ~terminated
-        diverged = self._diverged(n, obs)
+        diverged = self._diverged(n, obs, rew)
         if diverged.numel():
             # a diverged simulation's state is garbage: end its episode as terminal with no reward and a
             # zero final observation, so nothing non-finite reaches the batch
@@ -162,6 +165,7 @@ class MujocoTask:
             "time_outs": packed[:, 2 * num_obs + 2].bool(),
             "final_obs": packed[:, num_obs : 2 * num_obs],
             "diverged": int(diverged.numel()),
+            "diverged_envs": self._rows_mask(n, diverged),
         }
         return {"obs": packed[:, :num_obs]}, packed[:, 2 * num_obs], packed[:, 2 * num_obs + 1].bool(), extras
 
@@ -209,21 +213,30 @@ class MujocoTask:
         obs = self.compute_observations(sel)
         return obs.clamp(-self.clip_obs, self.clip_obs) if math.isfinite(self.clip_obs) else obs
 
+    def _rows_mask(self, n: int, ids: torch.Tensor) -> torch.Tensor:
+        """The rows `ids` of n as a bool mask on the learner's device."""
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[ids] = True
+        return mask.to(self.device)
+
     def _clip_into(self, dst: torch.Tensor, obs: torch.Tensor) -> None:
         if math.isfinite(self.clip_obs):
             torch.clamp(obs, -self.clip_obs, self.clip_obs, out=dst)
         else:
             dst.copy_(obs)
 
-    def _diverged(self, n: int, obs: torch.Tensor) -> torch.Tensor:
-        """Ids of active envs whose simulation raised a MuJoCo warning or whose observation is non-finite.
+    def _diverged(self, n: int, obs: torch.Tensor, rew: torch.Tensor) -> torch.Tensor:
+        """Ids of active envs whose simulation raised a MuJoCo warning, whose observation is non-finite, or whose
+        velocities or reward are past the task's bounds.
 
         MuJoCo answers a diverging simulation (bad qacc, non-finite or huge state) by resetting its data to
         the model defaults and counting a warning, so the state alone cannot tell; the counters can. They are
-        cleared by the reset. The observation check catches what slips past MuJoCo's own.
+        cleared by the reset. A simulation can also blow up to a huge but finite state a few steps before MuJoCo
+        flags it (one Ant episode returned about -18 million so): the bounds catch it on that step.
         """
         counts = self._warning_counts[:n]
-        bad = nonfinite_rows(obs)
+        beyond = (self.qvel[:n].abs().amax(dim=1) > self.max_abs_qvel) | (rew.abs() > self.max_abs_reward)
+        bad = torch.unique(torch.cat((nonfinite_rows(obs), beyond.nonzero().flatten())))
         if not np.count_nonzero(counts):
             return bad
         warned = torch.from_numpy(counts.any(axis=1)).nonzero().flatten()

@@ -15,8 +15,9 @@ observations to ``clipObservations``. Envs reset automatically.
 
 Optional extras: ``"final_obs"`` (``[n, num_obs]``: the observation that ended each episode, equal to
 ``obs`` on rows that did not end; exact time-out bootstrapping for an env that resets within the step; an env
-whose returned ``obs`` is itself the terminal one, as Isaac Gym's, leaves it out) and ``"diverged"`` (int: simulations that
-diverged and were reset during this step).
+whose returned ``obs`` is itself the terminal one, as Isaac Gym's, leaves it out), ``"diverged"`` (int: simulations that
+diverged and were reset during this step) and ``"diverged_envs"`` (bool ``[n]``: which; their episodes are
+left out of every episode statistic).
 
 Optional capability ``set_active(n) -> {"obs": Tensor[n, num_obs]}``: from now on only the first n envs of
 the pool are stepped and returned; the others keep their state. On MuJoCo the cost scales with n.

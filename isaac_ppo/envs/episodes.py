@@ -25,21 +25,23 @@ class EpisodeTracker:
         self.last_length = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self._sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # count, return, length
 
-    def update(self, rewards: torch.Tensor, resets: torch.Tensor) -> None:
-        """Account one step of the first len(rewards) envs (the active ones)."""
+    def update(self, rewards: torch.Tensor, resets: torch.Tensor, excluded: Optional[torch.Tensor] = None) -> None:
+        """Account one step of the first len(rewards) envs (the active ones). Episodes ending where `excluded` is
+        true (a diverged simulation's) are reset but counted in no statistic."""
         n = rewards.shape[0]
         ret, length = self.running_return[:n], self.running_length[:n]
         ret += rewards
         length += 1
-        done = resets.to(torch.bool)
+        ended = resets.to(torch.bool)
+        done = ended & ~excluded.to(torch.bool) if excluded is not None else ended
         done_f = done.to(torch.float64)
         self._sums[0] += done_f.sum()
         self._sums[1] += (ret * done_f).sum()
         self._sums[2] += (length.to(torch.float64) * done_f).sum()
         self.last_return[:n] = torch.where(done, ret, self.last_return[:n])
         self.last_length[:n] = torch.where(done, length, self.last_length[:n])
-        ret.masked_fill_(done, 0.0)
-        length.masked_fill_(done, 0)
+        ret.masked_fill_(ended, 0.0)
+        length.masked_fill_(ended, 0)
 
     def drain(self) -> Dict[str, float]:
         """Episodes finished since the last drain: count, mean return, mean length (nan when none)."""
@@ -107,7 +109,7 @@ class DivergenceLimit:
         if self.first_iteration is None:
             self.first_iteration = iteration
         self.diverged += row["diverged"]
-        self.episodes += row["episodes"]
+        self.episodes += row["episodes"] + row["diverged"]  # (row["episodes"] leaves diverged ones out)
         if self.episodes < self.MIN_EPISODES:
             return
         diverged, episodes, first = self.diverged, self.episodes, self.first_iteration

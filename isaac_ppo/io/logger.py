@@ -225,8 +225,13 @@ def _row_before(line: str, iteration: int) -> bool:
 
 
 def _plain(value: Any) -> Any:
+    """JSON has no NaN: null instead, in nested dicts and lists too (an evaluation whose every episode diverged)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
     return value
 
 

@@ -80,6 +80,39 @@ def test_a_diverged_simulation_is_reset_counted_and_kept_out_of_the_batch():
     assert extras["diverged"] == 0 and not resets.any()
 
 
+def test_a_huge_finite_state_is_caught_on_its_step_and_moves_no_statistic():
+    """The -18 million episode: a simulation blown up to a huge but finite state (below MuJoCo's own 1e10
+    instability flag) returns a huge reward. Without the task's bounds that reward is counted; with them
+    (cfg/task/*.yaml mujoco.max_abs_qvel, max_abs_reward) the env diverges on that very step: reward 0, reset,
+    flagged in extras["diverged_envs"], and its episode enters no statistic."""
+    from omegaconf import OmegaConf
+
+    from isaac_ppo.train import compose_config
+
+    task = OmegaConf.to_container(compose_config(["task=Ant", "sim=mujoco"]).task, resolve=True)
+    unbounded = dict(task, mujoco=dict(task["mujoco"], max_abs_qvel=float("inf"), max_abs_reward=float("inf")))
+    rewards = {}
+    for name, task_cfg in (("bounded", task), ("unbounded", unbounded)):
+        env = make("Ant", 8, sim="mujoco", task_cfg=task_cfg)
+        tracker = EpisodeTracker(8)
+        env.reset()
+        for _ in range(5):
+            _, rew, resets, extras = env.step(torch.zeros(8, 8))
+            tracker.update(rew, resets, extras["diverged_envs"])
+        env.qvel[3, 0] = 2e3  # the torso flying forward at 2 km/s: finite, MuJoCo does not flag it
+        _, rew, resets, extras = env.step(torch.zeros(8, 8))
+        tracker.update(rew, resets, extras["diverged_envs"])
+        rewards[name] = rew[3].item()
+        if name == "bounded":
+            assert extras["diverged"] == 1 and extras["diverged_envs"].tolist() == [i == 3 for i in range(8)]
+            assert resets[3] and not extras["time_outs"][3] and rewards[name] == 0.0
+            assert tracker.drain()["episodes"] == 0  # the diverged episode is in no statistic
+            assert torch.isnan(tracker.last_return[3])
+        else:
+            assert extras["diverged"] == 0
+    assert rewards["unbounded"] > 500  # per step: what used to enter every mean (the -18M episode summed such)
+
+
 def test_a_non_finite_state_counts_as_diverged():
     env = make("Cartpole", 4, sim="mujoco")
     env.reset()

@@ -79,3 +79,13 @@ def test_the_ci_covers_the_true_iqm_of_a_known_distribution():
     assert low <= stats["return_iqm"] <= high
     assert SHORT <= low <= high <= LONG
     assert stats["length_mean"] == float(episodes["lengths"].double().mean())
+
+
+def test_diverged_episodes_are_counted_apart_and_left_out():
+    returns = torch.tensor([10.0, 20.0, -1.8e7, 30.0], dtype=torch.float64)
+    lengths = torch.tensor([5, 6, 7, 8])
+    stats = summarise(returns, lengths, diverged=torch.tensor([False, False, True, False]))
+    assert stats["episodes"] == 3 and stats["diverged"] == 1
+    assert stats["return_mean"] == 20.0 and stats["length_mean"] == 19 / 3
+    nothing = summarise(returns, lengths, diverged=torch.ones(4, dtype=torch.bool))
+    assert nothing["episodes"] == 0 and nothing["return_mean"] != nothing["return_mean"]  # NaN: no sample
