@@ -387,7 +387,11 @@ def _report_end(cfg: Any, summary: Any, run_dir: str, main: bool) -> None:
                   f"(or resume={summary.get('last_checkpoint')}); exit status {STOPPED}")
     elif main:
         diverged = f"; {summary['diverged']:,} episodes ended by a diverged simulation" if summary.get("diverged") else ""
-        print(f"[{cfg.task.name}] done: final mean return {summary['final_mean_return']}, "
+        final = summary.get("final_eval")
+        evaluation = (f"evaluation return {final['return_mean']:.2f} (IQM {final['return_iqm']:.2f}, 95% CI "
+                      f"{final['return_ci95'][0]:.2f} to {final['return_ci95'][1]:.2f}, {final['episodes']} "
+                      "episodes); training " if final else "")
+        print(f"[{cfg.task.name}] done: {evaluation}final mean return {summary['final_mean_return']}, "
               f"best {summary['best_mean_return']}{diverged}; results in {run_dir}")
 
 
