@@ -23,11 +23,11 @@ def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None
     and whether its simulation diverged (such an episode is no sample of the policy: summarise leaves it out).
     Envs that finished keep stepping (the pool steps as one) but count no more. on_step runs after every step
     (a video recorder)."""
-    n = env.num_envs
-    returns = torch.zeros(n, dtype=torch.float64)
-    lengths = torch.zeros(n, dtype=torch.long)
-    done = torch.zeros(n, dtype=torch.bool)
-    diverged = torch.zeros(n, dtype=torch.bool)
+    n, device = env.num_envs, env.device  # (kept on the env's device: one host read a step, for the loop's end)
+    returns = torch.zeros(n, dtype=torch.float64, device=device)
+    lengths = torch.zeros(n, dtype=torch.long, device=device)
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    diverged = torch.zeros(n, dtype=torch.bool, device=device)
     obs = env.reset()["obs"]
     with torch.no_grad():
         while not bool(done.all()):
@@ -35,13 +35,13 @@ def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None
             if on_step is not None:
                 on_step()
             live = ~done
-            returns[live] += rewards.detach().to("cpu", torch.float64)[live]
-            lengths[live] += 1
+            returns += torch.where(live, rewards.double(), 0.0)
+            lengths += live.long()
             if "diverged_envs" in extras:
-                diverged |= live & extras["diverged_envs"].to("cpu").bool()
-            done |= resets.detach().to("cpu").bool()
+                diverged |= live & extras["diverged_envs"].bool()
+            done |= resets.bool()
             obs = obs_dict["obs"]
-    return {"returns": returns, "lengths": lengths, "diverged": diverged}
+    return {"returns": returns.cpu(), "lengths": lengths.cpu(), "diverged": diverged.cpu()}
 
 
 def summarise(returns: torch.Tensor, lengths: torch.Tensor, reps: int = 2000, seed: int = 0,
@@ -57,6 +57,13 @@ def summarise(returns: torch.Tensor, lengths: torch.Tensor, reps: int = 2000, se
     low, high = stratified_bootstrap_ci(values, ["all"] * len(values), reps=reps, seed=seed)
     return dict(result, return_mean=float(values.mean()), return_iqm=iqm(values), return_ci95=[low, high],
                 length_mean=float(kept_lengths.mean()))
+
+
+def describe(result: Dict[str, Any]) -> str:
+    """A summary in words: mean return, IQM and its CI (play's line, and a run's last line)."""
+    low, high = result["return_ci95"]
+    return (f"mean return {result['return_mean']:.2f}, IQM {result['return_iqm']:.2f} "
+            f"(95% CI {low:.2f} to {high:.2f})")
 
 
 def mean_action(model: Any) -> Policy:
@@ -92,12 +99,12 @@ class Evaluator:
                       seconds=round(time.perf_counter() - started, 3))
         return result
 
-    def score(self, row: Dict[str, Any]) -> Optional[float]:
-        """What best.pt is chosen by: the evaluation's mean return when the run evaluates periodically (None in the
-        rows without one), else the training statistic."""
+    def score(self, evaluation: Optional[Dict[str, Any]], training_return: Optional[float]) -> Optional[float]:
+        """What best.pt is chosen by: the evaluation's mean return when the run evaluates periodically (None where
+        there is no evaluation), else the training return."""
         if self.interval > 0:
-            return row["eval"]["return_mean"] if "eval" in row else None
-        return row["mean_return"]
+            return evaluation["return_mean"] if evaluation else None
+        return training_return
 
     def state_dict(self) -> Optional[Dict[str, Any]]:
         """The eval envs' state (their reset stream): a resumed run evaluates as the uninterrupted one."""

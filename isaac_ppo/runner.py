@@ -85,15 +85,14 @@ class Runner:
             self.logged = self.iteration
             self.divergence.check(row)  # (after the row is logged: it records the divergences)
             self.checkpointer.after_iteration(row["iteration"], self.state_dict, self.policy_state,
-                                             self.evaluator.score(row))
+                                             self.evaluator.score(row.get("eval"), row["mean_return"]))
 
     def _finish(self, last_checkpoint: str) -> Dict[str, Any]:
         """metrics.json (rank 0) and the diagnostics panel."""
         extra: Dict[str, Any] = {"last_checkpoint": last_checkpoint, "stopped_by": self.stops.requested}
         if self.evaluator.final and not self.stops.requested:  # (a preempted run ends now)
             extra["final_eval"] = self.evaluator(self.model, self.env_steps, self.iteration - 1)
-            if self.evaluator.interval > 0:  # (best.pt is then chosen by evaluations: the final one competes too)
-                self.checkpointer.offer_best(extra["final_eval"]["return_mean"], self.policy_state)
+            self.checkpointer.offer_best(self.evaluator.score(extra["final_eval"], None), self.policy_state)
         if self.comm.world_size > 1:  # equal digests: every rank ends with bit-identical learner state
             learner = [t for _, t in sorted(self.model.state_dict().items())]
             extra.update(world_size=self.comm.world_size, rank_digests=self.comm.digests(learner))

@@ -297,13 +297,12 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
     env, scheduler = build_env_and_scheduler(cfg, rank=comm.rank, local_ranks=comm.local_world_size, device=device)
 
     if cfg.test:
+        from isaac_ppo.evaluate import describe
         from isaac_ppo.play import play
 
         video = os.path.join(run_dir, "play.mp4") if cfg.capture_video else None
         result = play(cfg, env, cfg.checkpoint, video)
-        low, high = result["return_ci95"]
-        print(f"[{cfg.task.name}] {result['episodes']} episodes (one per env, from reset): mean return "
-              f"{result['return_mean']:.2f}, IQM {result['return_iqm']:.2f} (95% CI {low:.2f} to {high:.2f}), "
+        print(f"[{cfg.task.name}] {result['episodes']} episodes (one per env, from reset): {describe(result)}, "
               f"mean length {result['length_mean']:.1f}")
         if video:
             print(f"[{cfg.task.name}] video of env 0 ({result['frames']} frames): {video}")
@@ -387,10 +386,10 @@ def _report_end(cfg: Any, summary: Any, run_dir: str, main: bool) -> None:
                   f"(or resume={summary.get('last_checkpoint')}); exit status {STOPPED}")
     elif main:
         diverged = f"; {summary['diverged']:,} episodes ended by a diverged simulation" if summary.get("diverged") else ""
+        from isaac_ppo.evaluate import describe
+
         final = summary.get("final_eval")
-        evaluation = (f"evaluation return {final['return_mean']:.2f} (IQM {final['return_iqm']:.2f}, 95% CI "
-                      f"{final['return_ci95'][0]:.2f} to {final['return_ci95'][1]:.2f}, {final['episodes']} "
-                      "episodes); training " if final else "")
+        evaluation = f"evaluation over {final['episodes']} episodes: {describe(final)}; training " if final else ""
         print(f"[{cfg.task.name}] done: {evaluation}final mean return {summary['final_mean_return']}, "
               f"best {summary['best_mean_return']}{diverged}; results in {run_dir}")
 

@@ -139,14 +139,15 @@ class MujocoTask:
         rew, terminated = self.compute_reward(obs, active)
         time_out = (self.progress[:n] >= self.max_episode_length) & ~terminated
         diverged = self._diverged(n, obs, rew)
-        if diverged.numel():
+        diverged_count = int(diverged.sum())
+        if diverged_count:
             # a diverged simulation's state is garbage: end its episode as terminal with no reward and a
             # zero final observation, so nothing non-finite reaches the batch
             obs[diverged] = 0.0
             rew[diverged] = 0.0
             terminated[diverged] = True
             time_out[diverged] = False
-            self.diverged_total += int(diverged.numel())
+            self.diverged_total += diverged_count
         resets = terminated | time_out
 
         out = self._out[:n]
@@ -164,8 +165,8 @@ class MujocoTask:
         extras = {
             "time_outs": packed[:, 2 * num_obs + 2].bool(),
             "final_obs": packed[:, num_obs : 2 * num_obs],
-            "diverged": int(diverged.numel()),
-            "diverged_envs": self._rows_mask(n, diverged),
+            "diverged": diverged_count,
+            "diverged_envs": diverged.to(self.device),
         }
         return {"obs": packed[:, :num_obs]}, packed[:, 2 * num_obs], packed[:, 2 * num_obs + 1].bool(), extras
 
@@ -213,12 +214,6 @@ class MujocoTask:
         obs = self.compute_observations(sel)
         return obs.clamp(-self.clip_obs, self.clip_obs) if math.isfinite(self.clip_obs) else obs
 
-    def _rows_mask(self, n: int, ids: torch.Tensor) -> torch.Tensor:
-        """The rows `ids` of n as a bool mask on the learner's device."""
-        mask = torch.zeros(n, dtype=torch.bool)
-        mask[ids] = True
-        return mask.to(self.device)
-
     def _clip_into(self, dst: torch.Tensor, obs: torch.Tensor) -> None:
         if math.isfinite(self.clip_obs):
             torch.clamp(obs, -self.clip_obs, self.clip_obs, out=dst)
@@ -226,21 +221,20 @@ class MujocoTask:
             dst.copy_(obs)
 
     def _diverged(self, n: int, obs: torch.Tensor, rew: torch.Tensor) -> torch.Tensor:
-        """Ids of active envs whose simulation raised a MuJoCo warning, whose observation is non-finite, or whose
-        velocities or reward are past the task's bounds.
+        """Which active envs (a bool mask of n) raised a MuJoCo warning, have a non-finite observation, or have
+        velocities or a reward past the task's bounds.
 
         MuJoCo answers a diverging simulation (bad qacc, non-finite or huge state) by resetting its data to
         the model defaults and counting a warning, so the state alone cannot tell; the counters can. They are
         cleared by the reset. A simulation can also blow up to a huge but finite state a few steps before MuJoCo
         flags it (one Ant episode returned about -18 million so): the bounds catch it on that step.
         """
+        mask = (self.qvel[:n].abs().amax(dim=1) > self.max_abs_qvel) | (rew.abs() > self.max_abs_reward)
+        mask[nonfinite_rows(obs)] = True
         counts = self._warning_counts[:n]
-        beyond = (self.qvel[:n].abs().amax(dim=1) > self.max_abs_qvel) | (rew.abs() > self.max_abs_reward)
-        bad = torch.unique(torch.cat((nonfinite_rows(obs), beyond.nonzero().flatten())))
-        if not np.count_nonzero(counts):
-            return bad
-        warned = torch.from_numpy(counts.any(axis=1)).nonzero().flatten()
-        return torch.unique(torch.cat((warned, bad)))
+        if np.count_nonzero(counts):
+            mask |= torch.from_numpy(counts.any(axis=1))
+        return mask
 
 
 MUJOCO_LOGGER = "isaac_ppo.mujoco"
