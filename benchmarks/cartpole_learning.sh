@@ -16,8 +16,8 @@ python - "$runs" <<'PY'
 import glob, json, os, sys
 for run in sorted(glob.glob(os.path.join(sys.argv[1], "*", "*"))):
     rows = [json.loads(line) for line in open(os.path.join(run, "metrics.jsonl"))]
-    first = next((r["iteration"] + 1 for r in rows if (r["mean_return"] or 0) >= 400), None)
-    best = max((r["mean_return"] for r in rows if r["mean_return"] is not None), default=None)
+    first = next((r["iteration"] + 1 for r in rows if (r["window_mean_return"] or 0) >= 400), None)
+    best = max((r["window_mean_return"] for r in rows if r["window_mean_return"] is not None), default=None)
     print(f"{os.path.basename(os.path.dirname(run)):<20} iterations {len(rows):>3}  best {best:8.1f}  "
           f"first >= 400 at iteration {first}")
 PY

@@ -1,4 +1,5 @@
-"""Learning curves from run directories: mean return against iteration, one line per run and their mean.
+"""Learning curves from run directories: the training window's return (window_mean_return: the last 100 finished
+episodes, lagged) against iteration, one line per run and their mean.
 
     python benchmarks/plot_curves.py OUT.png RUN_DIR [RUN_DIR ...]   (needs matplotlib)
 
@@ -27,7 +28,7 @@ def main(out: str, run_dirs: list) -> None:
     curves = []
     for run_dir, rows in zip(run_dirs, runs):
         xs = [r["iteration"] + 1 for r in rows]
-        ys = [r["mean_return"] if r["mean_return"] is not None else float("nan") for r in rows]
+        ys = [r["window_mean_return"] if r["window_mean_return"] is not None else float("nan") for r in rows]
         curves.append(ys)
         label = os.path.basename(os.path.dirname(run_dir.rstrip("/"))) or run_dir
         ax.plot(xs, ys, lw=1, alpha=0.6, label=label)

@@ -41,9 +41,9 @@ for scheduler in fixed concurrent; do
 import glob, json, sys
 run = sorted(glob.glob(sys.argv[1] + "/*"))[-1]
 rows = [json.loads(line) for line in open(run + "/metrics.jsonl")]
-first = next((r["iteration"] for r in rows if (r["mean_return"] or 0) >= 400), None)
+first = next((r["iteration"] for r in rows if (r["window_mean_return"] or 0) >= 400), None)
 print(json.dumps({"bench": "cartpole_learning", "scheduler": sys.argv[2], "seed": int(sys.argv[3]),
-                  "first_iteration_ge_400": first, "best": round(max(r["mean_return"] or 0 for r in rows), 1),
+                  "first_iteration_ge_400": first, "best": round(max(r["window_mean_return"] or 0 for r in rows), 1),
                   "wall_s": rows[-1]["wall_s"]}))
 PY
   done

@@ -16,7 +16,10 @@ seed s, next seed), each a subprocess of isaac-ppo-train with ``diagnostics=off`
 and compares their metrics.jsonl: ``env_steps_per_s`` (env steps / wall time of the iterations after the
 first: each learner's own clock, collection and update), mean ``collect_s`` and ``update_s`` over those
 iterations (rl-games' are its epoch's ``play_time``, which includes GAE, and ``update_time``, the arguments
-of its ``write_stats``), and ``mean_return`` at the last env-step count every run reached (mean over seeds).
+of its ``write_stats``), and, at the last env-step count every run reached, the evaluated return (the number to
+compare: each run's own evaluation, eval.* on its eval envs, at the same env steps for every run; IQM and 95%
+bootstrap CI over the seeds, or over the evaluation's episodes with one seed) beside the training window's
+``window_mean_return`` (lagged: shown, not compared on).
 ``mode=throughput`` (default): seed 0, 10 iterations; ``mode=learning``: seeds 0,1,2, the task's
 ``agent.max_epochs``. It prints a table, one JSON line per run, and last the comparison as one JSON object.
 
@@ -183,7 +186,7 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
             row = runner.step()
             logger.log(row)
             runner.checkpointer.after_iteration(row["iteration"], runner.state_dict, runner.policy_state,
-                                                row["mean_return"])
+                                                row["window_mean_return"])
 
         buffer = collect()
         runner.ppo.update(buffer, plan)  # warm-up
@@ -292,13 +295,38 @@ def peer_stats(run: Dict[str, Any]) -> Dict[str, Any]:
             "env_steps": rows[-1]["env_steps"], "process_s": round(run["process_s"], 2)}
 
 
-def return_at(rows: List[Dict[str, Any]], env_steps: int) -> Optional[float]:
-    """mean_return of the last row at or before env_steps (None when no episode had finished)."""
+def window_return_at(rows: List[Dict[str, Any]], env_steps: int) -> Optional[float]:
+    """The training window's return in the last row at or before env_steps (None when no episode had finished)."""
     value = None
     for row in rows:
         if row["env_steps"] <= env_steps:
-            value = row.get("mean_return")
+            value = row.get("window_mean_return")
     return value
+
+
+def evaluation_at(run: Dict[str, Any], env_steps: int) -> Optional[Dict[str, Any]]:
+    """The run's last evaluation (periodic, or its final one) at or before env_steps; None when none was."""
+    found = [row["eval"] for row in run["rows"] if "eval" in row] + [run["summary"].get("final_eval")]
+    found = [e for e in found if e and e["env_steps"] <= env_steps and e.get("return_mean") is not None]
+    return max(found, key=lambda e: e["env_steps"]) if found else None
+
+
+def compare_evaluations(evaluations: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The runs' evaluated return as the report states it: the IQM and its 95% stratified bootstrap CI, over the
+    seeds (of each seed's mean evaluated return) with several, over the evaluation's episodes with one."""
+    from isaac_ppo.report.stats import iqm, stratified_bootstrap_ci
+
+    if not evaluations:
+        return {"eval_return_iqm": None, "eval_ci95": None, "eval_env_steps": None, "eval_ci_over": None}
+    if len(evaluations) > 1:
+        values = [e["return_mean"] for e in evaluations]
+        value, (low, high) = iqm(values), stratified_bootstrap_ci(values, ["all"] * len(values))
+        over = f"{len(values)} seeds"
+    else:
+        only = evaluations[0]
+        value, (low, high), over = only["return_iqm"], only["return_ci95"], f"{only['episodes']} episodes"
+    return {"eval_return_iqm": round(value, 3), "eval_ci95": [round(low, 3), round(high, 3)],
+            "eval_env_steps": sorted({e["env_steps"] for e in evaluations}), "eval_ci_over": over}
 
 
 def bench_peers(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -318,7 +346,8 @@ def bench_peers(args: Dict[str, Any]) -> Dict[str, Any]:
     agents: Dict[str, Any] = {}
     for backend in PEERS:
         mine = [run for run in runs if run["backend"] == backend]
-        returns = [r for r in (return_at(run["rows"], common) for run in mine) if r is not None]
+        returns = [r for r in (window_return_at(run["rows"], common) for run in mine) if r is not None]
+        evaluations = [e for e in (evaluation_at(run, common) for run in mine) if e is not None]
 
         def mean(key: str) -> Optional[float]:
             values = [run["stats"][key] for run in mine if run["stats"][key] is not None]
@@ -328,9 +357,10 @@ def bench_peers(args: Dict[str, Any]) -> Dict[str, Any]:
         agents[backend] = {
             "env_steps_per_s": round(rate) if rate is not None else None, "collect_s": mean("collect_s"),
             "update_s": mean("update_s"), "iteration_s": mean("iteration_s"), "process_s": mean("process_s"),
-            "mean_return_at_common_steps": round(sum(returns) / len(returns), 3) if returns else None,
+            "window_return_at_common_steps": round(sum(returns) / len(returns), 3) if returns else None,
             "runs": len(mine),
         }
+        agents[backend].update(compare_evaluations(evaluations))
     ours, theirs = agents["isaac_ppo"]["env_steps_per_s"], agents["rl_games"]["env_steps_per_s"]
     result = {
         "bench": "peers", "task": args["task"], "mode": args["mode"], "seeds": args["seeds"],
@@ -351,16 +381,22 @@ def _print_peers_table(result: Dict[str, Any]) -> None:
     seeds = ",".join(str(s) for s in result["seeds"])
     print(f"\n[peers] {result['task']}: {result['num_envs']} envs x {result['rollout_length']} steps, "
           f"{result['iterations'] or 'agent.max_epochs'} iterations, seeds {seeds}; runs in {result['runs_dir']}")
-    header = ["agent", "env-steps/s", "collect_s", "update_s", "iteration_s",
-              f"return @ {result['common_env_steps']:,} steps"]
+    header = ["agent", "env-steps/s", "collect_s", "update_s", "iteration_s", "eval return IQM (95% CI)",
+              "training window (lagged)"]
     lines = [header]
     for backend, stats in result["agents"].items():
+        ci = stats["eval_ci95"]
+        evaluated = f"{cell(stats['eval_return_iqm'], 2)} ({cell(ci[0], 2)} to {cell(ci[1], 2)})" if ci else "-"
         lines.append([backend, cell(stats["env_steps_per_s"]), cell(stats["collect_s"]), cell(stats["update_s"]),
-                      cell(stats["iteration_s"]), cell(stats["mean_return_at_common_steps"], 2)])
+                      cell(stats["iteration_s"]), evaluated, cell(stats["window_return_at_common_steps"], 2)])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
         cells = [text.ljust(width) if i == 0 else text.rjust(width) for i, (text, width) in enumerate(zip(line, widths))]
         print("  ".join(cells))
+    overs = {backend: stats["eval_ci_over"] for backend, stats in result["agents"].items() if stats["eval_ci_over"]}
+    print(f"returns at {result['common_env_steps']:,} env steps, the last count every run reached. Compare the "
+          f"evaluation (each run's policy from reset on its own eval envs; CI over "
+          f"{', '.join(sorted(set(overs.values()))) or '-'}); the training window lags the policy.")
     if result["speedup"]:
         print(f"isaac-ppo / rl-games env-steps/s: {result['speedup']:.2f}x")
     sys.stdout.flush()

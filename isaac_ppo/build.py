@@ -80,19 +80,26 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     scheduler = scheduler if scheduler is not None else build_scheduler(cfg)
     max_iterations, max_env_steps = budgets(cfg)
     check_plans(scheduler, env.num_envs, max_iterations, max_env_steps)
-    collector = SyncCollector(env, model, cfg.agent.gamma, cfg.agent.reward_scale, collect_generator)
+    collector = SyncCollector(env, model, cfg.agent.gamma, cfg.agent.reward_scale, collect_generator,
+                              cfg.agent.games_to_track)
     # the ranks on one machine share its cores: each takes its part, for collection and for the update
     share = comm.local_world_size
     collect_threads = max(1, cfg.collect_torch_threads // share)
     source = batches.for_mode(cfg.scheduler.get("mode", "sync"), collector, collect_threads, model,
                               lambda: build_model(cfg, env, device_))
     logger = RunLogger(run_dir, cfg.task.name, max_iterations, max_env_steps=max_env_steps) if comm.is_main else None
-    # rank 0 evaluates for the run; not on Isaac Gym yet (a second VecTask in one process is untested there)
-    evaluates = comm.is_main and (cfg.eval.interval > 0 or cfg.eval.final) and "isaacgym" not in type(env).__module__
-    eval_env = _make_env(cfg, cfg.eval.num_envs, cfg.seed + EVAL_SEED_OFFSET, device) if evaluates else None
     return Runner(
         cfg, env, model=model, ppo=ppo, probe=probe, scheduler=scheduler, collector=collector, batches=source,
         checkpointer=Checkpointer(run_dir, cfg.save_interval, write=comm.is_main), logger=logger, comm=comm,
         update_threads=max(1, cfg.torch_threads // share), budgets=(max_iterations, max_env_steps),
-        evaluator=Evaluator(eval_env, cfg.eval.interval, cfg.eval.final),
+        evaluator=build_evaluator(cfg, env, device, comm.is_main),
     )
+
+
+def build_evaluator(cfg: DictConfig, env: Any, device: Optional[str] = None, main: bool = True) -> Evaluator:
+    """The run's evaluation on envs of its own. Rank 0 evaluates for the run; not on Isaac Gym yet (a second
+    VecTask in one process is untested there)."""
+    evaluates = main and (cfg.eval.interval > 0 or cfg.eval.final) and "isaacgym" not in type(env).__module__
+    seed = cfg.seed + EVAL_SEED_OFFSET
+    eval_env = _make_env(cfg, cfg.eval.num_envs, seed, device) if evaluates else None
+    return Evaluator(eval_env, cfg.eval.interval, cfg.eval.final, cfg.eval.stochastic, seed)

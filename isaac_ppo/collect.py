@@ -26,14 +26,15 @@ class SyncCollector:
     """Steps the env with a policy; owns the env's current observations, the episode bookkeeping and the
     noise generator of the actions (its own stream, apart from the learner's)."""
 
-    def __init__(self, env: Any, model: ActorCritic, gamma: float, reward_scale: float, generator: torch.Generator):
+    def __init__(self, env: Any, model: ActorCritic, gamma: float, reward_scale: float, generator: torch.Generator,
+                 window: int = 100):
         self.env = env
         self.model = model
         self.gamma = gamma
         self.reward_scale = reward_scale
         self.generator = generator
         self.device = torch.device(env.device)
-        self.tracker = EpisodeTracker(env.num_envs, self.device)
+        self.tracker = EpisodeTracker(env.num_envs, self.device, window)
         self.buffers: List[Optional[RolloutBuffer]] = [None, None]  # two: one is learned from, one filled
         self.obs: Optional[torch.Tensor] = None  # the active envs' current observations
 
@@ -92,17 +93,8 @@ class SyncCollector:
             buf.rewards[-1] += self.gamma * last_values * deferred
         self._check_finite(buf, obs)
         info = {"last_values": last_values, "diverged": diverged, "collect_s": time.perf_counter() - started}
-        info.update(self._episodes(plan.num_envs))
+        info.update(self.tracker.statistics())
         return buf, info
-
-    def _episodes(self, active: int) -> Dict[str, Any]:
-        finished = self.tracker.drain()  # the episodes that ended in this batch
-        recent = self.tracker.recent(active)  # each active env's last finished episode: defined when none ended now
-        return {
-            "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
-            "mean_return": recent["mean_return"], "mean_length": recent["mean_length"],
-            "recent_envs": recent["envs"],
-        }
 
     def _time_out_values(self, model: ActorCritic, final_obs: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
         values = torch.zeros(time_outs.shape, device=final_obs.device)
@@ -198,3 +190,4 @@ class BackgroundCollection:
             self._result = Collected(plan, slot, buffer, info, policy_version)
         except BaseException as error:  # handed to the main thread by wait()
             self._error = error
+

@@ -108,23 +108,28 @@ class Local:
         return bool(self.sum(torch.tensor([1.0 if flag else 0.0], dtype=torch.float64))[0] > 0)
 
     def episodes_of_all_ranks(self, info: Dict[str, Any]) -> Dict[str, Any]:
-        """A batch's episode statistics over every rank's envs (weighted by episodes, and by envs with a
-        finished episode for the recent return and length)."""
+        """A batch's episode statistics over every rank's envs, each mean weighted by its episodes: the batch's
+        over all the episodes that ended in it, the window's over the union of each rank's window."""
         if self.world_size == 1:
             return info
 
         def weighted(mean: float, count: float) -> float:
             return mean * count if count else 0.0
 
-        episodes, recent = float(info["episodes"]), float(info["recent_envs"])
+        episodes, window = float(info["episodes"]), float(info["window_episodes"])
         sums = self.sum(torch.tensor([
-            episodes, weighted(info["batch_mean_return"], episodes), recent,
-            weighted(info["mean_return"], recent), weighted(info["mean_length"], recent), float(info["diverged"]),
+            episodes, weighted(info["batch_mean_return"], episodes), weighted(info["batch_mean_length"], episodes),
+            window, weighted(info["window_mean_return"], window), weighted(info["window_mean_length"], window),
+            float(info["diverged"]),
         ], dtype=torch.float64)).tolist()
-        nan = float("nan")
-        return dict(info, episodes=int(sums[0]), batch_mean_return=sums[1] / sums[0] if sums[0] else nan,
-                    recent_envs=int(sums[2]), mean_return=sums[3] / sums[2] if sums[2] else nan,
-                    mean_length=sums[4] / sums[2] if sums[2] else nan, diverged=int(sums[5]))
+
+        def mean(total: float, count: float) -> float:
+            return total / count if count else float("nan")
+
+        return dict(info, episodes=int(sums[0]), batch_mean_return=mean(sums[1], sums[0]),
+                    batch_mean_length=mean(sums[2], sums[0]), window_episodes=int(sums[3]),
+                    window_mean_return=mean(sums[4], sums[3]), window_mean_length=mean(sums[5], sums[3]),
+                    diverged=int(sums[6]))
 
     def digests(self, tensors: Sequence[torch.Tensor]) -> List[str]:
         """Each rank's SHA-256 of the given tensors' bytes, in rank order: equal digests mean bit-identical state."""

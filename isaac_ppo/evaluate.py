@@ -66,21 +66,46 @@ def describe(result: Dict[str, Any]) -> str:
             f"(95% CI {low:.2f} to {high:.2f})")
 
 
+def describe_run(summary: Dict[str, Any], window: int) -> str:
+    """A finished run's numbers for its last line: the final evaluation (the one to compare), then the lagged
+    training return."""
+    final = summary.get("final_eval")
+    evaluation = f"evaluation over {final['episodes']} episodes: {describe(final)}; " if final else ""
+    training = summary.get("final_window_mean_return")
+    training = f"{training:.2f}" if training is not None else "n/a (no episode finished)"
+    return f"{evaluation}training return {training} (the last {window} finished episodes, lagged)"
+
+
 def mean_action(model: Any) -> Policy:
     """The deterministic policy: the Gaussian's mean."""
     return lambda obs: model(obs)[0]
 
 
+def sampled_action(model: Any, generator: torch.Generator) -> Policy:
+    """The stochastic policy, as training samples it: mean + std * noise, the noise from `generator`."""
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        mu, log_std = model(obs)[:2]
+        noise = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
+        return mu + log_std.exp() * noise
+
+    return policy
+
+
 class Evaluator:
     """The periodic evaluation of a training run: every `eval.interval` env steps, and once at the end when
     `eval.final`, the current policy's mean action on its own envs (eval.num_envs, their own seed stream, never
-    the training envs), each counting its first episode from reset. None of it touches training: separate envs,
-    no gradient, no random numbers from the learner's streams."""
+    the training envs), each counting its first episode from reset; with `eval.stochastic`, then also its sampled
+    actions (noise from a stream of its own), under "stochastic". None of it touches training: separate envs,
+    no gradient, no random numbers from the learner's streams.
 
-    def __init__(self, env: Optional[Any], interval: int, final: bool):
+    `model` is anything called on observations that returns (mean, log_std, ...): our ActorCritic, or rl-games'
+    network seen through isaac_ppo.rlgames."""
+
+    def __init__(self, env: Optional[Any], interval: int, final: bool, stochastic: bool = False, seed: int = 0):
         self.env = env  # None: no evaluation (ranks other than 0, or eval.interval=0 and eval.final=false)
         self.interval = interval if env is not None else 0
         self.final = final and env is not None
+        self.noise = torch.Generator(device=env.device).manual_seed(seed) if stochastic and env is not None else None
 
     def when_due(self, model: Any, env_steps_before: int, steps: int, iteration: int) -> Optional[Dict[str, Any]]:
         """The evaluation after update `iteration` when it took the run across a multiple of eval.interval env
@@ -93,11 +118,16 @@ class Evaluator:
     def __call__(self, model: Any, env_steps: int, iteration: int) -> Dict[str, Any]:
         """Evaluate the policy after update `iteration` (its version iteration + 1) at env_steps."""
         started = time.perf_counter()
-        episodes = first_episodes(self.env, mean_action(model))
-        result = summarise(episodes["returns"], episodes["lengths"], seed=iteration, diverged=episodes["diverged"])
+        result = self._play(mean_action(model), iteration)
+        if self.noise is not None:
+            result["stochastic"] = self._play(sampled_action(model, self.noise), iteration)
         result.update(env_steps=env_steps, policy_version=iteration + 1,
                       seconds=round(time.perf_counter() - started, 3))
         return result
+
+    def _play(self, policy: Policy, iteration: int) -> Dict[str, Any]:
+        episodes = first_episodes(self.env, policy)
+        return summarise(episodes["returns"], episodes["lengths"], seed=iteration, diverged=episodes["diverged"])
 
     def score(self, evaluation: Optional[Dict[str, Any]], training_return: Optional[float]) -> Optional[float]:
         """What best.pt is chosen by: the evaluation's mean return when the run evaluates periodically (None where
@@ -107,9 +137,19 @@ class Evaluator:
         return training_return
 
     def state_dict(self) -> Optional[Dict[str, Any]]:
-        """The eval envs' state (their reset stream): a resumed run evaluates as the uninterrupted one."""
-        return self.env.state_dict() if self.env is not None and hasattr(self.env, "state_dict") else None
+        """The eval envs' state (their reset stream) and the noise's: a resumed run evaluates as the
+        uninterrupted one."""
+        if self.env is None or not hasattr(self.env, "state_dict"):
+            return None
+        state = self.env.state_dict()
+        if self.noise is not None:
+            state["eval_noise"] = self.noise.get_state()
+        return state
 
     def load_state_dict(self, state: Optional[Dict[str, Any]]) -> None:
         if state is not None and self.env is not None and hasattr(self.env, "load_state_dict"):
+            state = dict(state)
+            noise = state.pop("eval_noise", None)
             self.env.load_state_dict(state)
+            if noise is not None and self.noise is not None:
+                self.noise.set_state(noise)

@@ -13,20 +13,20 @@ Outputs, all inside the run directory:
 - rl-games' own ``nn/`` (checkpoints: ``<Task>.pth`` whenever its mean reward improves, ``last_<Task>_ep_N_...pth``
   every ``save_interval`` epochs and at the end) and ``summaries/`` (its TensorBoard events).
 
-What ``mean_return`` means, on both sides. Our runner's ``mean_return`` is the mean, over the active envs that
-have finished an episode, of each env's last finished episode return, in env reward units (before
-``agent.reward_scale``); ``mean_length`` likewise. Here the same quantity is computed by the same code
-(``EpisodeTracker``, updated by the vec env adapter from the rewards and resets it hands rl-games), so the
-two agents' ``mean_return`` columns are the same statistic of the same env. rl-games' own number is logged
-beside it as ``rl_games_mean_return`` / ``rl_games_mean_length``: its ``game_rewards`` / ``game_lengths``
-``AverageMeter``, a recency-weighted mean of about the last ``games_to_track`` (100) finished episodes over all
-envs (when k episodes end in one step, the meter keeps min(100 - k, n) of its old weight; k >= 100 replaces it
-by the mean of those k). Those rewards are unscaled too: rl-games accumulates ``current_rewards`` from the env's
-rewards before its ``reward_shaper`` (``scale_value`` = ``agent.reward_scale``) is applied (the shaped sum is its
-separate ``shaped_rewards`` tag). The meter differs from ours in what it averages: recent episodes, so envs
-whose episodes are short (a robot that falls) weigh more than in our one-episode-per-env mean, and it can read
-lower while some envs still fall early. When every env's episode ends together (time limits) the two are
-equal (Ant with episodeLength=20: 9.46 and 10.95 on both, to float32 rounding).
+The numbers, on both sides. The training statistics (``episodes``, ``batch_mean_return``, the window
+``window_mean_return`` / ``window_mean_length`` of the last ``agent.games_to_track`` finished episodes) are
+computed by the code our runner uses (``EpisodeTracker``, updated by the vec env adapter from the rewards and
+resets it hands rl-games), in env reward units (before ``agent.reward_scale``), so the two agents' columns are
+the same statistic of the same env. The evaluation (``eval`` every ``eval.interval`` env steps, ``final_eval``
+in metrics.json) is ours too (isaac_ppo.evaluate.Evaluator on envs of its own), run on rl-games' network: its
+mean action (and with ``eval.stochastic`` its sampled actions) after rl-games' own observation normaliser, so
+the peer comparison is on the same unlagged, unbiased number. rl-games' own training number is logged beside
+them as ``rl_games_mean_return`` / ``rl_games_mean_length``: its ``game_rewards`` / ``game_lengths``
+``AverageMeter`` over ``games_to_track`` (set to ours), a recency-weighted mean of about the last that many
+finished episodes (when k episodes end in one step, the meter keeps min(K - k, n) of its old weight; k >= K
+replaces it by the mean of those k), where our window is exactly the last K. Those rewards are unscaled too:
+rl-games accumulates ``current_rewards`` from the env's rewards before its ``reward_shaper`` (``scale_value`` =
+``agent.reward_scale``) is applied (the shaped sum is its separate ``shaped_rewards`` tag).
 
 Translated from ``cfg.agent`` (IsaacGymEnvs' rl-games key in brackets): horizon [horizon_length],
 minibatch_size, mini_epochs, learning_rate, lr_schedule (adaptive | linear | constant -> rl-games' ``None``,
@@ -183,7 +183,7 @@ def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = 
             "mini_epochs": agent.mini_epochs,
             "critic_coef": agent.critic_coef,
             "bounds_loss_coef": agent.bounds_loss_coef,
-            "games_to_track": 100,
+            "games_to_track": cfg.agent.games_to_track,
             "torch_compile": False,
         },
     }
@@ -207,9 +207,9 @@ def _vec_env_class() -> Any:
         env's device, step -> (obs_dict, rewards, resets, extras) with extras['time_outs']. Episode returns
         and lengths are tracked here exactly as our collector tracks them."""
 
-        def __init__(self, env: Any):
+        def __init__(self, env: Any, window: int):
             self.env = env
-            self.tracker = EpisodeTracker(env.num_envs, env.device)
+            self.tracker = EpisodeTracker(env.num_envs, env.device, window)
             self.diverged = 0
             self.observation_space = spaces.Box(-np.inf, np.inf, (env.num_obs,), dtype=np.float32)
             self.action_space = spaces.Box(-1.0, 1.0, (env.num_actions,), dtype=np.float32)
@@ -233,12 +233,12 @@ def _vec_env_class() -> Any:
     return IsaacPpoVecEnv
 
 
-def register_env(env: Any) -> Any:
+def register_env(env: Any, window: int = 100) -> Any:
     """Register our already built env with rl-games (as IsaacGymEnvs' train.py registers RLGPUEnv); returns
-    the adapter rl-games will step."""
+    the adapter rl-games will step (its EpisodeTracker's window: the last `window` episodes)."""
     from rl_games.common import env_configurations, vecenv
 
-    adapter = _vec_env_class()(env)
+    adapter = _vec_env_class()(env, window)
 
     def create(config_name: str, num_actors: int, **kwargs: Any) -> Any:
         if num_actors != env.num_envs:
@@ -262,9 +262,11 @@ def _observer_class() -> Any:
         collect_torch_threads. A stop request ends the run at the end of the epoch it arrives in: max_epochs
         is set to that epoch, so rl-games saves its last checkpoint and returns."""
 
-        def __init__(self, adapter: Any, logger: Any, stops: Any, collect_threads: int, update_threads: int):
+        def __init__(self, adapter: Any, logger: Any, stops: Any, collect_threads: int, update_threads: int,
+                     evaluator: Any):
             super().__init__()
             self.adapter = adapter
+            self.evaluator = evaluator  # isaac_ppo.evaluate.Evaluator, on envs of its own
             self.logger = logger
             self.collect_threads = collect_threads
             self.update_threads = update_threads
@@ -300,7 +302,12 @@ def _observer_class() -> Any:
             algo.play_steps = play_steps
 
         def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
-            self.logger.log(self.row(epoch_num, total_time))
+            row = self.row(epoch_num, total_time)
+            evaluation = self.evaluator.when_due(RlGamesPolicy(self.algo), row["env_steps"] - row["batch_size"],
+                                                 row["batch_size"], row["iteration"])
+            if evaluation is not None:
+                row["eval"] = evaluation
+            self.logger.log(row)
             self.epochs_logged += 1
             if self.stops.requested is not None:
                 self.algo.max_epochs = epoch_num  # rl-games saves last_<name>_ep_<epoch_num> and returns
@@ -311,9 +318,8 @@ def _observer_class() -> Any:
             algo, stats = self.algo, self.stats
             play_s, update_s = float(stats.get("play_time", math.nan)), float(stats.get("update_time", math.nan))
             step_s = float(stats.get("step_time", math.nan))
-            finished = self.adapter.tracker.drain()
-            recent = self.adapter.tracker.recent()
-            diverged, self.adapter.diverged = self.adapter.diverged, 0
+            episodes = dict(self.adapter.tracker.statistics(), diverged=self.adapter.diverged)
+            self.adapter.diverged = 0
 
             def mean(key: str) -> float:
                 values = stats.get(key)
@@ -328,9 +334,6 @@ def _observer_class() -> Any:
             from isaac_ppo.scheduler import Plan
 
             plan = Plan(algo.num_actors, algo.horizon_length, algo.mini_epochs_num, algo.minibatch_size)
-            episodes = {"mean_return": recent["mean_return"], "mean_length": recent["mean_length"],
-                        "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
-                        "diverged": diverged}
             row = iteration_row(epoch_num - 1, int(algo.frame), float(total_time), plan, int(algo.batch_size), 0,
                                 episodes, collect_s=play_s, update_s=update_s, iteration_s=play_s + update_s)
             row.update({
@@ -344,6 +347,27 @@ def _observer_class() -> Any:
             return row
 
     return MetricsObserver
+
+
+class RlGamesPolicy:
+    """rl-games' network as the evaluation calls a model: obs -> (mean, log_std, value), through rl-games' own
+    observation normaliser, in eval mode (the normaliser does not learn from evaluation) and without gradient.
+    Actions go to the env as rl-games' training sends them: its clamp to [-1, 1] is the env's clipActions."""
+
+    def __init__(self, algo: Any):
+        self.model = algo.model
+
+    def __call__(self, obs: Any) -> Any:
+        import torch
+
+        training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                mu, sigma, value, _ = self.model.a2c_network({"obs": self.model.norm_obs(obs)})
+        finally:
+            self.model.train(training)
+        return mu, torch.log(sigma), value
 
 
 def last_checkpoint(nn_dir: Optional[str]) -> Optional[str]:
@@ -367,6 +391,7 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     import yaml
     from rl_games.torch_runner import Runner
 
+    from isaac_ppo.build import build_evaluator
     from isaac_ppo.io.logger import RunLogger, write_config
     from isaac_ppo.stops import StopRequests
 
@@ -380,11 +405,12 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     torch.manual_seed(seed)
     np.random.seed(seed)
     random.seed(seed)
-    adapter = register_env(env)
+    adapter = register_env(env, cfg.agent.games_to_track)
     epochs = int(params["config"]["max_epochs"])
     logger = RunLogger(run_dir, cfg.task.name, epochs).begin()
     stops = StopRequests("stopping rl-games at the end of this epoch")
-    observer = _observer_class()(adapter, logger, stops, cfg.collect_torch_threads, cfg.torch_threads)
+    evaluator = build_evaluator(cfg, env)
+    observer = _observer_class()(adapter, logger, stops, cfg.collect_torch_threads, cfg.torch_threads, evaluator)
     sim = "isaacgym" if type(env).__name__ == "IsaacGymVecEnv" else "mujoco"
     print(f"[{cfg.task.name}] training with rl-games {rl_games_version()} on {sim} with {env.num_envs} envs; "
           f"results in {run_dir}")
@@ -395,11 +421,14 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
             runner.load({"params": params})
             runner.reset()
             runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
-            extra = {
+            extra: Dict[str, Any] = {
                 "last_checkpoint": last_checkpoint(observer.nn_dir), "stopped_by": stops.requested,
                 "agent": "rl_games", "rl_games_version": rl_games_version(),
                 "process_s": round(time.perf_counter() - started, 3),
             }
+            if evaluator.final and not stops.requested and observer.algo is not None:
+                algo = observer.algo
+                extra["final_eval"] = evaluator(RlGamesPolicy(algo), int(algo.frame), observer.epochs_logged - 1)
             summary = logger.summary(extra)
         finally:
             logger.close()
@@ -407,8 +436,10 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
         print(f"stopped by {stops.requested} after iteration {observer.epochs_logged}; "
               f"checkpoint {summary['last_checkpoint']}")
     else:
-        print(f"[{cfg.task.name}] done (rl-games): final mean return {summary['final_mean_return']}, "
-              f"best {summary['best_mean_return']}; results in {run_dir}")
+        from isaac_ppo.evaluate import describe_run
+
+        print(f"[{cfg.task.name}] done (rl-games): {describe_run(summary, cfg.agent.games_to_track)}; "
+              f"results in {run_dir}")
     return summary
 
 

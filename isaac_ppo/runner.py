@@ -51,7 +51,7 @@ class Runner:
 
     def run(self) -> Dict[str, Any]:
         if self.logger is not None:
-            self.logger.begin(self.iteration, self.env_steps, self.checkpointer.best_return)
+            self.logger.begin(self.iteration, self.env_steps)
         self.checkpointer.remove_leftovers()
         with self.stops:
             try:
@@ -85,7 +85,7 @@ class Runner:
             self.logged = self.iteration
             self.divergence.check(row)  # (after the row is logged: it records the divergences)
             self.checkpointer.after_iteration(row["iteration"], self.state_dict, self.policy_state,
-                                             self.evaluator.score(row.get("eval"), row["mean_return"]))
+                                             self.evaluator.score(row.get("eval"), row["window_mean_return"]))
 
     def _finish(self, last_checkpoint: str) -> Dict[str, Any]:
         """metrics.json (rank 0) and the diagnostics panel."""

@@ -386,12 +386,10 @@ def _report_end(cfg: Any, summary: Any, run_dir: str, main: bool) -> None:
                   f"(or resume={summary.get('last_checkpoint')}); exit status {STOPPED}")
     elif main:
         diverged = f"; {summary['diverged']:,} episodes ended by a diverged simulation" if summary.get("diverged") else ""
-        from isaac_ppo.evaluate import describe
+        from isaac_ppo.evaluate import describe_run
 
-        final = summary.get("final_eval")
-        evaluation = f"evaluation over {final['episodes']} episodes: {describe(final)}; training " if final else ""
-        print(f"[{cfg.task.name}] done: {evaluation}final mean return {summary['final_mean_return']}, "
-              f"best {summary['best_mean_return']}{diverged}; results in {run_dir}")
+        print(f"[{cfg.task.name}] done: {describe_run(summary, cfg.agent.games_to_track)}{diverged}; "
+              f"results in {run_dir}")
 
 
 if __name__ == "__main__":

@@ -30,11 +30,13 @@ def load(composed: Any) -> DictConfig:
     return _loaded[key]
 
 
-# what a resumed run may change without becoming another run: budgets, saving, threads, where files go, play
+# what a resumed run may change without becoming another run: budgets, saving, threads, where files go, play,
+# what is measured (the training-return window starts anew when its size changes)
 CHANGEABLE_ON_RESUME = frozenset({
     "resume", "checkpoint", "max_iterations", "max_env_steps", "save_interval", "torch_threads",
     "collect_torch_threads", "headless", "test", "play_episodes", "capture_video", "runs_dir", "diagnostics.plot",
-    "max_diverged_fraction", "eval.interval", "eval.final",
+    "max_diverged_fraction", "eval.interval", "eval.final", "eval.stochastic",
+    "agent.games_to_track",
 })
 
 

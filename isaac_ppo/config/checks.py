@@ -21,7 +21,7 @@ CHOICES = {
 }
 POSITIVE = ("agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",
             "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
-            "agent.max_epochs", "eval.num_envs")
+            "agent.max_epochs", "eval.num_envs", "agent.games_to_track")
 TASK_INTEGERS = ("task.env.numEnvs", "task.env.episodeLength")
 # key -> (lowest, highest, whether the lowest itself is allowed): what each number means bounds it
 RANGES = {

@@ -49,6 +49,7 @@ class AgentConfig:
     mixed_precision: bool
     stale_clip: str
     max_epochs: int
+    games_to_track: int = 100  # the training-return window: the last this many finished episodes (rl-games')
     name: str = "PPO"
     backend: str = "isaac_ppo"  # isaac_ppo | rl_games (the same values trained by rl-games: isaac_ppo/rlgames.py)
 
@@ -72,6 +73,7 @@ class EvalConfig:
     interval: int
     num_envs: int
     final: bool
+    stochastic: bool = False
 
 
 @dataclasses.dataclass

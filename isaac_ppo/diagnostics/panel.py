@@ -31,11 +31,15 @@ def write_panel(run_dir: str, max_panels: int = 12) -> Optional[str]:
     columns = 4
     lines = math.ceil((len(keys) + 1) / columns)
     figure, axes = plt.subplots(lines, columns, figsize=(4 * columns, 2.8 * lines), squeeze=False)
-    returns = [(r["env_steps"], r["mean_return"]) for r in rows if r.get("mean_return") is not None]
-    panels = [("mean return", returns)] + [(key, series[key]) for key in keys]
+    training = [(r["env_steps"], r["window_mean_return"]) for r in rows if r.get("window_mean_return") is not None]
+    evaluated = [(r["env_steps"], r["eval"]["return_mean"]) for r in rows
+                 if r.get("eval", {}).get("return_mean") is not None]
+    panels = [("return: eval (o), training window (lagged)", training)] + [(key, series[key]) for key in keys]
     for ax, (title, points) in zip(axes.flat, panels):
         if points:
             ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.2)
+        if points is training and evaluated:
+            ax.plot([p[0] for p in evaluated], [p[1] for p in evaluated], "o-", ms=3, lw=1.2)
         ax.set_title(title, fontsize=9)
         ax.tick_params(labelsize=7)
         ax.set_xlabel("env steps", fontsize=7)

@@ -14,16 +14,20 @@ from isaac_ppo.errors import DivergedError
 
 
 class EpisodeTracker:
-    """Running return and length per env; totals over the episodes finished since the last drain."""
+    """Running return and length per env; totals over the episodes finished since the last drain; and a window
+    of the last `window` finished episodes (over all envs), rl-games' `games_to_track`."""
 
-    def __init__(self, num_envs: int, device: Union[str, torch.device] = "cpu"):
+    def __init__(self, num_envs: int, device: Union[str, torch.device] = "cpu", window: int = 100):
         self.device = torch.device(device)
+        self.window = int(window)
         self.running_return = torch.zeros(num_envs, dtype=torch.float64, device=self.device)
         self.running_length = torch.zeros(num_envs, dtype=torch.long, device=self.device)
-        # the last finished episode of each env (nan until it finishes one): a smoothed view for logs
-        self.last_return = torch.full((num_envs,), math.nan, dtype=torch.float64, device=self.device)
-        self.last_length = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self._sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # count, return, length
+        # the window: a ring of the last `window` episodes' return and length, with one spare slot that the
+        # rows that did not end write to (so that updating it needs no host synchronisation)
+        self.recent_returns = torch.zeros(self.window + 1, dtype=torch.float64, device=self.device)
+        self.recent_lengths = torch.zeros(self.window + 1, dtype=torch.float64, device=self.device)
+        self.recent_count = torch.zeros((), dtype=torch.long, device=self.device)  # episodes ever put in
 
     def update(self, rewards: torch.Tensor, resets: torch.Tensor, excluded: Optional[torch.Tensor] = None) -> None:
         """Account one step of the first len(rewards) envs (the active ones). Episodes ending where `excluded` is
@@ -38,10 +42,20 @@ class EpisodeTracker:
         self._sums[0] += done_f.sum()
         self._sums[1] += (ret * done_f).sum()
         self._sums[2] += (length.to(torch.float64) * done_f).sum()
-        self.last_return[:n] = torch.where(done, ret, self.last_return[:n])
-        self.last_length[:n] = torch.where(done, length, self.last_length[:n])
+        self._remember(done, ret, length)
         ret.masked_fill_(ended, 0.0)
         length.masked_fill_(ended, 0)
+
+    def _remember(self, done: torch.Tensor, ret: torch.Tensor, length: torch.Tensor) -> None:
+        """Put the episodes that end now into the window, in env order; when more than `window` end at once,
+        the last `window` of them. Each kept one gets its own slot, so the scatter has no duplicate index."""
+        order = torch.cumsum(done.to(torch.long), 0)  # 1-based rank of each ended episode
+        ended = order[-1]
+        keep = done & (order > ended - self.window)
+        slot = torch.where(keep, (self.recent_count + order - 1) % self.window, torch.full_like(order, self.window))
+        self.recent_returns.scatter_(0, slot, ret.to(torch.float64))
+        self.recent_lengths.scatter_(0, slot, length.to(torch.float64))
+        self.recent_count += ended
 
     def drain(self) -> Dict[str, float]:
         """Episodes finished since the last drain: count, mean return, mean length (nan when none)."""
@@ -51,35 +65,43 @@ class EpisodeTracker:
             return {"episodes": 0, "mean_return": math.nan, "mean_length": math.nan}
         return {"episodes": int(count), "mean_return": ret / count, "mean_length": length / count}
 
-    def recent(self, active: Optional[int] = None) -> Dict[str, float]:
-        """Mean over the first `active` envs (default all) of each env's last finished episode (nan before
-        any finished): a smoothed view, like rl-games' window of recent episodes, that stays defined in
-        iterations where none ends. Envs outside the active set are left out: their last episodes are old."""
-        last_return, last_length = self.last_return[:active], self.last_length[:active]
-        finished = ~torch.isnan(last_return)
-        count = int(finished.sum())
+    def recent(self) -> Dict[str, float]:
+        """The window: mean return and length of the last `window` finished episodes (fewer before that many
+        finished; nan before any). Defined in iterations where none ends, and lagged: at Ant's 1000-step
+        episodes they were played by policies up to ~60 updates old."""
+        count = min(int(self.recent_count), self.window)
         if count == 0:
-            return {"mean_return": math.nan, "mean_length": math.nan, "envs": 0}
+            return {"mean_return": math.nan, "mean_length": math.nan, "episodes": 0}
         return {
-            "mean_return": float(last_return[finished].mean()),
-            "mean_length": float(last_length[finished].double().mean()),
-            "envs": count,  # the envs averaged over
+            "mean_return": float(self.recent_returns[:count].mean()),
+            "mean_length": float(self.recent_lengths[:count].mean()),
+            "episodes": count,
+        }
+
+    def statistics(self) -> Dict[str, Any]:
+        """An iteration's training statistics, under their metrics.jsonl names: the episodes that ended since the
+        last call (`batch_*`: few or none per iteration when episodes are long), drained, and the window
+        (`window_*`)."""
+        finished = self.drain()
+        window = self.recent()
+        return {
+            "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
+            "batch_mean_length": finished["mean_length"], "window_episodes": window["episodes"],
+            "window_mean_return": window["mean_return"], "window_mean_length": window["mean_length"],
         }
 
     def state_dict(self) -> Dict[str, torch.Tensor]:
-        # a checkpoint holds no NaN: "no episode finished yet" is saved as a mask beside zeros
-        state = {name: getattr(self, name).clone() for name in self._STATE}
-        state["finished"] = ~torch.isnan(self.last_return)
-        state["last_return"] = torch.nan_to_num(state["last_return"], nan=0.0)
-        return state
+        return {name: getattr(self, name).clone() for name in self._STATE}
 
     def load_state_dict(self, state: Dict[str, torch.Tensor]) -> None:
-        for name in self._STATE:
+        for name in ("running_return", "running_length", "_sums"):
             getattr(self, name).copy_(state[name])
-        if "finished" in state:  # (older checkpoints kept the NaN itself)
-            self.last_return[~state["finished"].to(self.device)] = math.nan
+        if state.get("recent_returns", torch.empty(0)).shape == self.recent_returns.shape:
+            for name in ("recent_returns", "recent_lengths", "recent_count"):
+                getattr(self, name).copy_(state[name])
+        # (else a checkpoint from before the window, or with another window size: the window starts empty)
 
-    _STATE = ("running_return", "running_length", "last_return", "last_length", "_sums")
+    _STATE = ("running_return", "running_length", "_sums", "recent_returns", "recent_lengths", "recent_count")
 
 
 class DivergenceLimit:

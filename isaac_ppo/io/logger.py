@@ -15,7 +15,8 @@ from isaac_ppo.errors import RunFailure
 
 # what goes to TensorBoard, under which tag
 TB_TAGS = {
-    "mean_return": "episode/return", "mean_length": "episode/length", "episodes": "episode/count",
+    "window_mean_return": "train/return_window", "window_mean_length": "train/length_window",
+    "batch_mean_return": "train/return_batch", "batch_mean_length": "train/length_batch", "episodes": "train/episodes",
     "actor_loss": "loss/actor", "critic_loss": "loss/critic", "entropy": "loss/entropy",
     "bounds_loss": "loss/bounds", "kl": "policy/kl", "clip_fraction": "policy/clip_fraction",
     "lr": "policy/lr", "fps_collect": "fps/collect", "fps_update": "fps/update", "fps": "fps/total",
@@ -26,7 +27,8 @@ TB_TAGS = {
 }
 
 
-# an evaluation's numbers in TensorBoard (eval/<key>, and eval/return_ci95_low and _high)
+# an evaluation's numbers in TensorBoard (eval/<key>, and eval/return_ci95_low and _high; eval_stochastic/ the
+# same for the sampled actions, with eval.stochastic)
 EVAL_TAGS = ("return_mean", "return_iqm", "length_mean", "episodes", "seconds")
 
 
@@ -34,13 +36,14 @@ def iteration_row(iteration: int, env_steps: int, wall_s: float, plan: Any, batc
                   episodes: Mapping[str, Any], collect_s: float, update_s: float, iteration_s: float,
                   wait_s: Optional[float] = None) -> Dict[str, Any]:
     """One iteration's metrics.jsonl row (before the learner's losses and the diagnostics are added): the plan,
-    the episodes that ended (and each env's last one), where the time went. `plan` has the Plan's fields."""
+    the episodes that ended (and the window of the last ones), where the time went. `plan` has the Plan's fields."""
     row = {
         "iteration": iteration, "env_steps": env_steps, "wall_s": round(wall_s, 3),
         "num_envs": plan.num_envs, "rollout_length": plan.rollout_length, "batch_size": batch_size,
         "epochs": plan.epochs, "minibatch_size": plan.minibatch_size, "mode": plan.mode, "staleness": staleness,
-        "mean_return": episodes["mean_return"], "mean_length": episodes["mean_length"],
         "episodes": episodes["episodes"], "batch_mean_return": episodes["batch_mean_return"],
+        "batch_mean_length": episodes["batch_mean_length"], "window_episodes": episodes["window_episodes"],
+        "window_mean_return": episodes["window_mean_return"], "window_mean_length": episodes["window_mean_length"],
         "diverged": episodes["diverged"],
         "collect_s": round(collect_s, 4), "update_s": round(update_s, 4), "iteration_s": round(iteration_s, 4),
         "fps_collect": batch_size / collect_s, "fps_update": batch_size / update_s, "fps": batch_size / iteration_s,
@@ -74,8 +77,7 @@ class RunLogger:
         self.max_env_steps = max_env_steps
         self.quiet = quiet  # no progress line (benchmarks)
 
-    def begin(self, start_iteration: int = 0, start_env_steps: int = 0,
-              best_return: Optional[float] = None) -> "RunLogger":
+    def begin(self, start_iteration: int = 0, start_env_steps: int = 0) -> "RunLogger":
         """Open the logs at the run's first iteration (a resumed run's: its checkpoint's)."""
         from torch.utils.tensorboard import SummaryWriter
 
@@ -90,7 +92,6 @@ class RunLogger:
         self.started = time.time()
         self.start_iteration = start_iteration
         self.start_env_steps = start_env_steps
-        self.best_return = -math.inf if best_return is None else best_return
         self.last: Dict[str, Any] = {}
         self.fps_sum = 0.0
         self.diverged = 0  # episodes ended by a diverged simulation, in the iterations this process logged
@@ -111,21 +112,23 @@ class RunLogger:
             for key, value in row.get("diagnostics", {}).items():
                 self.writer.add_scalar("diagnostics/" + key, value, step)
             evaluation = row.get("eval", {})
-            for key in EVAL_TAGS:
-                if key in evaluation:
-                    self.writer.add_scalar("eval/" + key, evaluation[key], step)
-            if "return_ci95" in evaluation:
-                low, high = evaluation["return_ci95"]
-                self.writer.add_scalar("eval/return_ci95_low", low, step)
-                self.writer.add_scalar("eval/return_ci95_high", high, step)
-        if row["mean_return"] == row["mean_return"]:
-            self.best_return = max(self.best_return, row["mean_return"])
+            self._evaluation("eval/", evaluation, step)
+            self._evaluation("eval_stochastic/", evaluation.get("stochastic", {}), step)
         self.last = row
         self.fps_sum += row["fps"]
         self.diverged += row["diverged"]
         self.rows += 1
         if not self.quiet:
             self._progress(row)
+
+    def _evaluation(self, prefix: str, evaluation: Mapping[str, Any], step: int) -> None:
+        for key in EVAL_TAGS:
+            if key in evaluation:
+                self.writer.add_scalar(prefix + key, evaluation[key], step)
+        if "return_ci95" in evaluation:
+            low, high = evaluation["return_ci95"]
+            self.writer.add_scalar(prefix + "return_ci95_low", low, step)
+            self.writer.add_scalar(prefix + "return_ci95_high", high, step)
 
     def _progress(self, row: Mapping[str, Any]) -> None:
         done = row["iteration"] + 1
@@ -136,7 +139,8 @@ class RunLogger:
         budget = f"/{self.max_env_steps:,}" if self.max_env_steps else ""
         line = (
             f"[{self.task}] iter {done}{total} | steps {row['env_steps']:,}{budget} | "
-            f"{row['fps']:,.0f} steps/s | return {row['mean_return']:.2f} | length {row['mean_length']:.0f} | "
+            f"{row['fps']:,.0f} steps/s | train return {row['window_mean_return']:.2f} | "
+            f"length {row['window_mean_length']:.0f} | "
             f"ETA {_clock(eta)}"
         )
         if row["diverged"]:  # episodes a diverged simulation ended (thrown away): never silent
@@ -167,8 +171,8 @@ class RunLogger:
             "iterations": self.last.get("iteration", -1) + 1,
             "env_steps": self.last.get("env_steps", 0),
             "wall_s": self.last.get("wall_s", 0.0),
-            "final_mean_return": self.last.get("mean_return"),
-            "best_mean_return": self.best_return if self.best_return > -math.inf else None,
+            # the training return of the last iteration: lagged (see the README); final_eval is the one to compare
+            "final_window_mean_return": self.last.get("window_mean_return"),
             "mean_fps": self.fps_sum / self.rows if self.rows else None,
             "diverged": self.diverged,
         }

@@ -86,7 +86,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="run or multirun folders (searched recursively)")
     parser.add_argument("--metric", default=None,
                         help="a key of metrics.jsonl rows, or diagnostics.NAME or eval.NAME (default: eval.return_mean "
-                             "when the runs evaluated, else mean_return)")
+                             "when the runs evaluated, else window_mean_return)")
     parser.add_argument("--out", default=None, help="output folder (default: <first DIR>/report)")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples (default: 2000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")

@@ -26,6 +26,7 @@ NOT_RUNS = {".hydra", "tb", "checkpoints", "__pycache__"}
 OUTPUT_KEYS = {"experiment", "runs_dir", "hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "resume"}
 NESTED = ("diagnostics", "eval")  # rows' nested dicts whose numbers are metrics too (diagnostics.NAME, eval.NAME)
 EVAL_METRIC = "eval.return_mean"
+TRAINING_METRIC = "window_mean_return"  # the fallback for runs that did not evaluate: lagged
 
 
 # ------------------------------------------------------------------------------------------ runs on disk
@@ -232,10 +233,10 @@ def run_final(run: Run, metric: str) -> Optional[float]:
 
 def default_metric(runs: Sequence[Run]) -> str:
     """What to compare runs on when no --metric is given: the evaluation's mean return when any run evaluated
-    (unbiased, unlagged), else the training return mean_return."""
+    (unbiased, unlagged), else the training return window_mean_return (lagged)."""
     evaluated = any(isinstance((run.summary or {}).get("final_eval"), dict) or any("eval" in row for row in run.rows)
                     for run in runs)
-    return EVAL_METRIC if evaluated else "mean_return"
+    return EVAL_METRIC if evaluated else TRAINING_METRIC
 
 
 def _last_number(rows: Sequence[Optional[Dict[str, Any]]], key: str) -> Optional[float]:

@@ -7,7 +7,7 @@ import os
 from typing import List, Optional, Sequence, Tuple
 
 from isaac_ppo.report.groups import Report
-from isaac_ppo.report.runs import EVAL_METRIC, _fmt_steps, run_final
+from isaac_ppo.report.runs import EVAL_METRIC, TRAINING_METRIC, _fmt_steps, run_final
 
 
 def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
@@ -46,13 +46,17 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: 
     return "\n".join("| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |" for line in lines)
 
 
+# the training statistics of the episodes: lagged behind the policy, and mixing many policy versions
+TRAINING_METRICS = (TRAINING_METRIC, "window_mean_length", "batch_mean_return", "batch_mean_length")
+
+
 def describe(report: Report) -> str:
     if report.metric.startswith("eval."):
         what = "each run's end-of-run evaluation, else its last one: unbiased and unlagged"
     else:
         what = "each run's last logged value" + ("; a lagged training statistic: runs that evaluate (eval.interval, "
                                                  f"eval.final) are compared on {EVAL_METRIC}"
-                                                 if report.metric == "mean_return" else "")
+                                                 if report.metric in TRAINING_METRICS else "")
     return (f"metric: {report.metric} ({what}); IQM over complete runs with a 95% stratified bootstrap CI "
             f"({report.reps} resamples, seed {report.seed}); seeds pooled")
 

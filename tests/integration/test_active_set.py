@@ -36,7 +36,7 @@ def test_episode_statistics_stay_exact_as_the_active_set_shrinks_and_grows():
     collector = SyncCollector(env, model, 0.99, 1.0, torch.Generator().manual_seed(1))
     running = [0.0] * POOL
     length = [0] * POOL
-    last = [math.nan] * POOL
+    ended = []  # every finished episode's return, in the order they ended (env order within a step)
     spanned_a_pause = 0
     paused_since = {}
     for active in (8, 3, 8, 5, 2, 8):
@@ -53,14 +53,16 @@ def test_episode_statistics_stay_exact_as_the_active_set_shrinks_and_grows():
                     assert length[i] <= env.max_episode_length  # paused steps never counted as progress
                     spanned_a_pause += i in paused_since
                     paused_since.pop(i, None)
-                    last[i], running[i], length[i] = running[i], 0.0, 0
+                    ended.append(running[i])
+                    running[i], length[i] = 0.0, 0
         for i in range(active, POOL):
             paused_since.setdefault(i, before)  # envs left out of this batch are paused mid-episode
         assert info["episodes"] == len(finished)
         if finished:
             assert math.isclose(info["batch_mean_return"], sum(finished) / len(finished), rel_tol=1e-12)
-        done = [last[i] for i in range(active) if not math.isnan(last[i])]
-        assert math.isclose(info["mean_return"], sum(done) / len(done), rel_tol=1e-12)
+        window = ended[-100:]  # the last games_to_track (default 100) episodes, whichever envs played them
+        assert info["window_episodes"] == len(window)
+        assert math.isclose(info["window_mean_return"], sum(window) / len(window), rel_tol=1e-12)
         tracked = collector.tracker.running_return.tolist()
         assert all(math.isclose(tracked[i], running[i], rel_tol=1e-12, abs_tol=1e-12) for i in range(POOL))
     assert spanned_a_pause > 0  # some episodes were paused with their env and finished after it came back

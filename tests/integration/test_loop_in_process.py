@@ -49,7 +49,7 @@ def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path
     calls = []
     cfg, env, runner, summary = _train(tmp_path, "max_iterations=3", "save_interval=100")
     best, last = load(str(tmp_path / "checkpoints" / "best.pt")), load(str(tmp_path / "checkpoints" / "last.pt"))
-    assert summary["best_mean_return"] is not None
+    assert summary["final_window_mean_return"] is not None
     assert "ppo" not in best and "env" not in best and "ppo" in last
     assert set(best["model"]) == set(last["model"])
     play_cfg = compose_config([*SMALL, "test=true", f"checkpoint={tmp_path}/checkpoints/best.pt", "play_episodes=4"])

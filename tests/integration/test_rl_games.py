@@ -18,8 +18,10 @@ pytestmark = pytest.mark.slow  # every test here launches processes that train (
 BIN = os.path.dirname(sys.executable)
 TRAIN = os.path.join(BIN, "isaac-ppo-train")
 REPORT = os.path.join(BIN, "isaac-ppo-report")
-# the same tiny Cartpole for both agents: 64 envs x 16 steps, 4 minibatches of 256, 3 iterations
-SMALL = ["task=Cartpole", "sim=mujoco", "max_iterations=3", "num_envs=64", "agent.minibatch_size=256"]
+# the same tiny Cartpole for both agents: 64 envs x 16 steps, 4 minibatches of 256, 3 iterations; evaluated
+# after the second iteration (2048 env steps) and at the end, on 16 envs
+SMALL = ["task=Cartpole", "sim=mujoco", "max_iterations=3", "num_envs=64", "agent.minibatch_size=256",
+         "eval.interval=2048", "eval.num_envs=16"]
 MISSING = "isaac-ppo-train: agent=rl_games needs rl-games: pip install 'isaac-ppo[rl_games]'"
 
 
@@ -66,15 +68,23 @@ def test_rl_games_trains_our_env_and_writes_our_metrics_and_its_outputs(runs):
         assert row["epochs"] == 8 and row["minibatch_size"] == 256 and row["agent"] == "rl_games"
         for key in ("wall_s", "fps", "kl", "lr", "collect_s", "update_s", "actor_loss", "critic_loss"):
             assert isinstance(row[key], float) and row[key] == row[key], key
-    assert rows[-1]["episodes"] >= 0 and rows[-1]["mean_return"] > 0 and rows[-1]["mean_length"] > 0
+    assert rows[-1]["episodes"] >= 0 and rows[-1]["window_mean_return"] > 0 and rows[-1]["window_mean_length"] > 0
+    assert 0 < rows[-1]["window_episodes"] <= 100
     assert rows[-1]["rl_games_mean_return"] > 0  # rl-games' own window, logged beside ours
+    # our evaluation of rl-games' policy, where an isaac-ppo run evaluates: after the update that crossed 2048
+    assert ["eval" in row for row in rows] == [False, True, False]
+    evaluation = rows[1]["eval"]
+    assert evaluation["env_steps"] == 2048 and evaluation["policy_version"] == 2 and evaluation["episodes"] == 16
+    assert evaluation["return_ci95"][0] <= evaluation["return_iqm"] <= evaluation["return_ci95"][1]
     assert rows[0]["wall_s"] < rows[1]["wall_s"] < rows[2]["wall_s"]
 
     summary = read_summary(run_dir)
     assert summary["stopped_by"] is None and summary["agent"] == "rl_games"
     assert summary["task"] == "Cartpole" and summary["iterations"] == 3 and summary["env_steps"] == 3 * 1024
-    for key in ("wall_s", "final_mean_return", "best_mean_return", "mean_fps", "last_checkpoint"):
+    for key in ("wall_s", "final_window_mean_return", "mean_fps", "last_checkpoint"):
         assert summary[key] is not None, key
+    assert summary["final_eval"]["env_steps"] == 3 * 1024 and summary["final_eval"]["episodes"] == 16
+    assert "done (rl-games): evaluation over 16 episodes: mean return" in runs["stdout"]
     assert os.path.isfile(summary["last_checkpoint"]) and summary["last_checkpoint"].startswith(run_dir)
     assert os.path.basename(summary["last_checkpoint"]).startswith("last_Cartpole_ep_3")
     assert glob.glob(os.path.join(run_dir, "nn", "*.pth"))
@@ -94,14 +104,15 @@ def test_rl_games_trains_our_env_and_writes_our_metrics_and_its_outputs(runs):
 
 
 def test_report_compares_both_agents_in_one_table(runs):
-    # (rl-games runs do not evaluate yet: the two agents meet on the training return)
-    result = run(REPORT, str(runs["runs_dir"]), "--metric", "mean_return", cwd=runs["root"])
+    # both agents evaluate (our evaluation, on rl-games' policy too): they meet on the evaluated return
+    result = run(REPORT, str(runs["runs_dir"]), cwd=runs["root"])
     assert result.returncode == 0, result.stderr
     with open(runs["runs_dir"] / "report" / "report.csv") as f:
         table = list(csv.DictReader(f))
     assert len(table) == 2, table
     assert sorted(row["agent.backend"] for row in table) == ["isaac_ppo", "rl_games"], table
     assert "rl_games" in result.stdout and "isaac_ppo" in result.stdout
+    assert "metric: eval.return_mean" in result.stdout, result.stdout
 
 
 def test_missing_rl_games_is_one_line_naming_the_extra(tmp_path):

@@ -65,7 +65,7 @@ def test_concurrent_batches_are_one_update_stale_and_runs_are_deterministic(tmp_
     assert [r["staleness"] for r in log] == [0, 1, 1, 1, 1]  # the first batch has nothing to overlap with
     assert {r["mode"] for r in log} == {"concurrent"}
     assert_same_params(last_state(first)["model"], last_state(second)["model"])
-    assert [r["mean_return"] for r in log] == [r["mean_return"] for r in rows(second)]
+    assert [r["window_mean_return"] for r in log] == [r["window_mean_return"] for r in rows(second)]
 
 
 @pytest.mark.slow
@@ -96,7 +96,7 @@ def test_schedule_changes_the_split_mid_run_with_exact_env_step_accounting(tmp_p
     assert "training on cartpole with 64 envs" in result.stdout  # the pool: the most envs the schedule asks for
     assert "scheduler: iteration 3: schedule changes to num_envs 64 x rollout_length 16" in result.stdout
     assert log[3]["scheduler_events"][0].startswith("iteration 3: schedule changes")
-    assert all(r["mean_return"] is not None for r in log[1:])
+    assert all(r["window_mean_return"] is not None for r in log[1:])
 
 
 @pytest.mark.slow

@@ -45,10 +45,12 @@ def test_outputs_metrics_tensorboard_config_checkpoints(tmp_path):
     (run_dir,) = run_dirs(tmp_path, "out")
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
     assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
-    for key in ("env_steps", "wall_s", "num_envs", "rollout_length", "mean_return", "mean_length", "actor_loss",
+    for key in ("env_steps", "wall_s", "num_envs", "rollout_length", "window_mean_return", "window_mean_length",
+                "batch_mean_return", "batch_mean_length", "window_episodes", "episodes", "actor_loss",
                 "critic_loss", "kl", "clip_fraction", "lr", "entropy", "fps", "fps_collect", "fps_update"):
         assert key in rows[-1], key
     assert rows[-1]["env_steps"] == 4 * 64 * 16 and rows[-1]["num_envs"] == 64
+    assert "| train return " in result.stdout and "lagged); results in" in result.stdout
     summary = json.load(open(os.path.join(run_dir, "metrics.json")))
     assert summary["iterations"] == 4 and summary["mean_fps"] > 0
     assert os.path.isfile(os.path.join(run_dir, "config.yaml"))
@@ -60,7 +62,8 @@ def test_outputs_metrics_tensorboard_config_checkpoints(tmp_path):
     events = EventAccumulator(os.path.join(run_dir, "tb"))
     events.Reload()
     tags = set(events.Tags()["scalars"])
-    for tag in ("loss/actor", "loss/critic", "policy/kl", "policy/lr", "fps/collect", "fps/update", "fps/total"):
+    for tag in ("loss/actor", "loss/critic", "policy/kl", "policy/lr", "fps/collect", "fps/update", "fps/total",
+                "train/return_window", "train/length_window", "train/episodes"):
         assert tag in tags, tag
     assert [e.step for e in events.Scalars("loss/actor")] == [r["env_steps"] for r in rows]
 

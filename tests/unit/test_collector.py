@@ -165,10 +165,11 @@ def test_tracker_saw_unscaled_rewards():
     assert info["episodes"] == 5
     assert info["batch_mean_return"] == pytest.approx(sum(finished) / 5)
     assert tracker.drain()["episodes"] == 0
-    # each env's last finished episode: env0 t2..4, env1 t0..3, env2 t0..3, env3 t0..1
-    last = [finished[4], finished[2], finished[3], finished[1]]
-    assert info["mean_return"] == pytest.approx(sum(last) / 4)
-    assert info["mean_length"] == pytest.approx((3 + 4 + 4 + 2) / 4)
+    assert info["batch_mean_length"] == pytest.approx((2 + 2 + 4 + 4 + 3) / 5)
+    # the window (the last 100 finished episodes) holds all five so far
+    assert info["window_episodes"] == 5
+    assert info["window_mean_return"] == pytest.approx(sum(finished) / 5)
+    assert info["window_mean_length"] == pytest.approx((2 + 2 + 4 + 4 + 3) / 5)
 
 
 def test_buffer_reused_for_same_plan_and_obs_carried_over():

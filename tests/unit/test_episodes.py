@@ -89,21 +89,41 @@ def test_fresh_tracker_drains_nothing():
     assert math.isnan(stats["mean_length"])
 
 
-def test_last_return_and_length_per_env():
-    tracker = EpisodeTracker(3)
-    assert all(math.isnan(v) for v in tracker.last_return.tolist())
-    _feed(tracker, REWARDS[:1], RESETS[:1])
-    last = tracker.last_return.tolist()
-    assert math.isnan(last[0]) and math.isnan(last[1])
-    assert last[2] == 3.0
-    assert tracker.last_length.tolist() == [0, 0, 1]
-    _feed(tracker, REWARDS[1:], RESETS[1:])
-    # each env's latest finished episode (env 2's second replaces its first)
-    assert tracker.last_return.tolist() == [2.0, 3.5, 3.5]
-    assert tracker.last_length.tolist() == [2, 3, 3]
-    # draining does not clear them
-    tracker.drain()
-    assert tracker.last_return.tolist() == [2.0, 3.5, 3.5]
+def test_window_is_the_last_k_finished_episodes_over_all_envs():
+    tracker = EpisodeTracker(3, window=3)
+    assert tracker.recent() == {"mean_return": pytest.approx(math.nan, nan_ok=True),
+                                "mean_length": pytest.approx(math.nan, nan_ok=True), "episodes": 0}
+    _feed(tracker, REWARDS[:1], RESETS[:1])  # env 2's episode: return 3, length 1
+    assert tracker.recent() == {"mean_return": 3.0, "mean_length": 1.0, "episodes": 1}
+    _feed(tracker, REWARDS[1:], RESETS[1:])  # then 2 (length 2), 3.5 (3), 3.5 (3): the first drops out
+    assert tracker.recent() == {"mean_return": pytest.approx((2 + 3.5 + 3.5) / 3), "mean_length": pytest.approx(8 / 3),
+                                "episodes": 3}
+    tracker.drain()  # draining the batch's totals leaves the window alone
+    assert tracker.recent()["episodes"] == 3
+
+
+def test_window_keeps_the_last_k_when_more_end_in_one_step():
+    tracker = EpisodeTracker(5, window=3)
+    tracker.update(torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]), torch.ones(5, dtype=torch.bool))
+    # five end at once: the last three in env order (3, 4, 5), each in its own slot
+    assert sorted(tracker.recent_returns[:3].tolist()) == [3.0, 4.0, 5.0]
+    assert tracker.recent()["mean_return"] == pytest.approx(4.0)
+    tracker.update(torch.tensor([10.0, 0.0, 0.0, 0.0, 20.0]), torch.tensor([True, False, False, False, True]))
+    assert tracker.recent()["mean_return"] == pytest.approx((5 + 10 + 20) / 3)
+
+
+def test_window_leaves_out_diverged_episodes_and_survives_a_checkpoint():
+    tracker = EpisodeTracker(3, window=4)
+    excluded = torch.tensor([False, True, False])
+    tracker.update(torch.tensor([1.0, -1e7, 2.0]), torch.ones(3, dtype=torch.bool), excluded)
+    assert tracker.recent() == {"mean_return": 1.5, "mean_length": 1.0, "episodes": 2}
+    restored = EpisodeTracker(3, window=4)
+    restored.load_state_dict(tracker.state_dict())
+    assert restored.recent() == tracker.recent()
+    other_size = EpisodeTracker(3, window=8)  # agent.games_to_track changed on resume: a new window
+    other_size.load_state_dict(tracker.state_dict())
+    assert other_size.recent()["episodes"] == 0
+    assert other_size.running_return.tolist() == tracker.running_return.tolist()
 
 
 def test_active_subset_touches_only_first_rows():
@@ -112,10 +132,7 @@ def test_active_subset_touches_only_first_rows():
     tracker.update(torch.tensor([1.0, 2.0]), torch.tensor([True, False]))
     assert tracker.running_return.tolist() == [0.0, 4.0, 0.0, 0.0]
     assert tracker.running_length.tolist() == [0, 2, 0, 0]
-    last = tracker.last_return.tolist()
-    assert last[0] == 2.0
-    assert all(math.isnan(v) for v in last[1:])
-    assert tracker.last_length.tolist() == [2, 0, 0, 0]
+    assert tracker.recent() == {"mean_return": 2.0, "mean_length": 2.0, "episodes": 1}
     stats = tracker.drain()
     assert stats["episodes"] == 1
     assert stats["mean_return"] == pytest.approx(2.0)
@@ -130,4 +147,3 @@ def test_active_subset_then_full_pool():
     assert stats["episodes"] == 3
     assert stats["mean_return"] == pytest.approx((2 + 1 + 1) / 3)
     assert stats["mean_length"] == pytest.approx((2 + 1 + 1) / 3)
-    assert tracker.last_length.tolist() == [2, 1, 1]

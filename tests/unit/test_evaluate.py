@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 
-from isaac_ppo.envs.episodes import EpisodeTracker
 from isaac_ppo.evaluate import first_episodes, summarise
 
 SHORT, LONG = 10, 100  # episode lengths, each drawn with probability 1/2 at every reset: true mean return 55
@@ -45,12 +44,14 @@ def policy(obs):
 
 def first_n_to_end(env, wanted):
     """play's protocol before: step the pool until `wanted` episodes have ended, average them."""
-    tracker, returns = EpisodeTracker(env.num_envs), []
+    running, returns = torch.zeros(env.num_envs, dtype=torch.float64), []
     obs = env.reset()["obs"]
     while len(returns) < wanted:
         obs_dict, rewards, resets, _ = env.step(policy(obs))
-        tracker.update(rewards, resets)
-        returns += tracker.last_return[resets.nonzero().flatten()].tolist()
+        running += rewards
+        ended = resets.nonzero().flatten()
+        returns += running[ended].tolist()
+        running[ended] = 0.0
         obs = obs_dict["obs"]
     return sum(returns[:wanted]) / wanted
 
@@ -89,3 +90,33 @@ def test_diverged_episodes_are_counted_apart_and_left_out():
     assert stats["return_mean"] == 20.0 and stats["length_mean"] == 19 / 3
     nothing = summarise(returns, lengths, diverged=torch.ones(4, dtype=torch.bool))
     assert nothing["episodes"] == 0 and nothing["return_mean"] != nothing["return_mean"]  # NaN: no sample
+
+
+def _evaluator(stochastic, seed=5):
+    from isaac_ppo.envs import make
+    from isaac_ppo.evaluate import Evaluator
+
+    return Evaluator(make("Cartpole", 8, sim="mujoco", seed=seed), 1000, True, stochastic, seed)
+
+
+def test_the_stochastic_evaluation_samples_from_its_own_stream_and_resumes_exactly():
+    from isaac_ppo.agent.model import ActorCritic
+
+    torch.manual_seed(0)
+    model = ActorCritic(4, 1, [16], init_log_std=0.0)
+    global_stream = torch.random.get_rng_state()
+    evaluator = _evaluator(stochastic=True)
+    first = evaluator(model, env_steps=1000, iteration=0)
+    assert torch.equal(torch.random.get_rng_state(), global_stream)  # nothing drawn from the training streams
+    deterministic = _evaluator(stochastic=False)(model, env_steps=1000, iteration=0)
+    for key in ("return_mean", "length_mean", "episodes"):  # the mean-action part is the same evaluation
+        assert first[key] == deterministic[key], key
+    sampled = first["stochastic"]
+    assert sampled["episodes"] == 8 and sampled["return_mean"] != first["return_mean"]  # the noise acts
+    # a resumed run's evaluator continues both streams (resets and noise) as the uninterrupted one
+    state = evaluator.state_dict()
+    resumed = _evaluator(stochastic=True, seed=99)
+    resumed.load_state_dict(state)
+    again, continued = evaluator(model, 2000, 1), resumed(model, 2000, 1)
+    assert again["stochastic"] == continued["stochastic"] and again["return_mean"] == continued["return_mean"]
+    assert again["stochastic"]["return_mean"] != sampled["return_mean"]  # new noise, new resets

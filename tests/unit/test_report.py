@@ -34,7 +34,7 @@ def make_run(folder: str, overrides: Sequence[str], returns: Sequence[Optional[f
     rows = []
     for i, value in enumerate(returns):
         row: Dict[str, object] = {"iteration": i, "env_steps": (i + 1) * STEPS, "wall_s": (i + 1) * wall_per_iteration,
-                                  "mean_return": value, "num_envs": 128, "fps": 500.0, "mode": "sync"}
+                                  "window_mean_return": value, "num_envs": 128, "fps": 500.0, "mode": "sync"}
         if diagnostics_every and i % diagnostics_every == 0:
             row["diagnostics"] = {"feature_rank": 10.0 + seed + i, "dormant_fraction": 0.01 * i}
         rows.append(row)
@@ -42,8 +42,8 @@ def make_run(folder: str, overrides: Sequence[str], returns: Sequence[Optional[f
         f.writelines(json.dumps(row) + "\n" for row in rows)
     if ending is not None:
         summary = {"task": task, "iterations": len(rows), "env_steps": len(rows) * STEPS,
-                   "wall_s": len(rows) * wall_per_iteration, "final_mean_return": returns[-1] if returns else None,
-                   "best_mean_return": None, "mean_fps": 500.0, "last_checkpoint": "",
+                   "wall_s": len(rows) * wall_per_iteration, "final_window_mean_return": returns[-1] if returns else None,
+                   "mean_fps": 500.0, "last_checkpoint": "",
                    "stopped_by": None if ending == "complete" else ending}
         with open(os.path.join(folder, "metrics.json"), "w") as f:
             json.dump(summary, f)
@@ -200,7 +200,7 @@ def test_console_table_and_files(sweep, capsys):
     out = run_main([str(sweep), "--reps", "300"], capsys)
     lines = out.splitlines()
     header = next(line for line in lines if line.startswith("scheduler.num_envs"))
-    assert "runs" in header and "IQM mean_return" in header and "95% CI" in header and "wall" in header
+    assert "runs" in header and "IQM window_mean_return" in header and "95% CI" in header and "wall" in header
     cells = {line.split()[0]: re.split(r"\s{2,}", line) for line in lines if line.startswith(("128 ", "1024 "))}
     assert cells["128"] == ["128", "2/4", "15", "[10, 20]", "6.0k", "0:00:12"]
     assert cells["1024"][1:3] == ["4/4", "2.5"] and cells["1024"][4:] == ["6.0k", "0:00:12"]
@@ -209,7 +209,7 @@ def test_console_table_and_files(sweep, capsys):
     assert os.path.join(str(sweep), "6") in out and os.path.join(str(sweep), "7") in out
 
     report_dir = sweep / "report"
-    for name in ("report.md", "report.csv", "runs.csv", "curve_mean_return.png",
+    for name in ("report.md", "report.csv", "runs.csv", "curve_window_mean_return.png",
                  "final_vs_scheduler.num_envs.png", "diagnostics.png"):
         assert (report_dir / name).stat().st_size > 0, name
         assert str(report_dir / name) in out
@@ -221,9 +221,9 @@ def test_console_table_and_files(sweep, capsys):
     assert len(runs) == 8
     stopped = next(r for r in runs if r["folder"].endswith(os.sep + "6"))
     assert stopped["status"].startswith("stopped") and stopped["group"] == "scheduler.num_envs=128"
-    assert stopped["seed"] == "2" and float(stopped["final_mean_return"]) == pytest.approx(30.0)
+    assert stopped["seed"] == "2" and float(stopped["final_window_mean_return"]) == pytest.approx(30.0)
     markdown = (report_dir / "report.md").read_text()
-    assert "| 128 | 2/4 | 15 |" in markdown and "mean_return" in markdown and "`scheduler=budget`" in markdown
+    assert "| 128 | 2/4 | 15 |" in markdown and "window_mean_return" in markdown and "`scheduler=budget`" in markdown
     assert "stopped by SIGTERM" in markdown
 
     # a second report over the same folder does not mistake the first one's folder for runs
@@ -258,7 +258,7 @@ def test_single_run_nothing_swept(tmp_path, capsys):
     make_run(str(tmp_path / "run"), ["task=Cartpole"], curve(3.0))
     out = run_main([str(tmp_path / "run"), "--out", str(tmp_path / "out"), "--reps", "50"], capsys)
     assert "1/1" in out and "n=1" in out and "skipped" in out
-    assert (tmp_path / "out" / "curve_mean_return.png").exists()
+    assert (tmp_path / "out" / "curve_window_mean_return.png").exists()
     assert not list((tmp_path / "out").glob("final_vs_*.png"))
 
 
@@ -322,7 +322,7 @@ def test_error_mismatched_keys(tmp_path, capsys):
 
 def test_error_metric_not_logged(sweep, capsys):
     err = assert_one_line_error([str(sweep), "--metric", "no_such_key"], capsys, "--metric no_such_key",
-                                "choose one of", "mean_return", "diagnostics.feature_rank")
+                                "choose one of", "window_mean_return", "diagnostics.feature_rank")
     assert "mode" not in err.split("choose one of")[1].split(", ")  # a string field is no metric
 
 
@@ -401,10 +401,10 @@ def test_runs_that_evaluated_are_compared_on_their_final_evaluation(tmp_path):
     assert report.metric == "eval.return_mean"
     (group,) = report.groups
     assert sorted(group.finals) == sorted(finals.values())  # 20 and 40: not 90/80 (training) nor 10/30 (mid-run)
-    assert gather([str(tmp_path / "sweep")], "mean_return").groups[0].finals == [90.0, 80.0]
+    assert gather([str(tmp_path / "sweep")], "window_mean_return").groups[0].finals == [90.0, 80.0]
 
 
 def test_runs_that_did_not_evaluate_fall_back_to_the_training_return_and_say_so(tmp_path, capsys):
     make_run(str(tmp_path / "runs" / "0"), overrides(128, 0), curve(50.0), seed=0)
     assert main([str(tmp_path / "runs")]) == 0
-    assert "metric: mean_return (each run's last logged value; a lagged training statistic" in capsys.readouterr().out
+    assert "metric: window_mean_return (each run's last logged value; a lagged training statistic" in capsys.readouterr().out
