@@ -8,8 +8,8 @@ Without RUN_DIR it first trains the issue's run (Ant, 4096 envs, 200 iterations,
 eval.stochastic=true, and uses that run. Then, from its metrics.jsonl and metrics.json:
 
 - one PNG: the training window's return (window_mean_return, the last 100 finished episodes), the batch's
-  (batch_mean_return), and the evaluations (the mean action, and the sampled actions as training plays them,
-  with their 95% CI bands) against env steps;
+  (batch_mean_return), and the evaluations (the mean action, and the sampled actions as training plays them:
+  the IQM of their episodes with its 95% bootstrap CI band) against env steps;
 - the lag: for each evaluation of the sampled actions at env steps s (the same kind of policy training plays,
   so the levels are comparable), the env steps at which the training window first reaches that value; the lag
   is the difference, reported per point and as the median over the evaluations the window did reach;
@@ -104,19 +104,21 @@ def plot(out: str, run_dir: str, result: Dict[str, Any]) -> None:
     ax.plot(steps, [r["batch_mean_return"] if r["batch_mean_return"] is not None else float("nan") for r in rows],
             color="tab:blue", lw=0.6, alpha=0.4, label="training: episodes ended in the iteration (batch_mean_return)")
     evaluated = [r for r in rows if "eval" in r]
-    for key, color, label in ((None, "black", "evaluation: mean action"),
-                              ("stochastic", "tab:orange", "evaluation: sampled actions")):
+    for key, color, label in ((None, "black", "evaluation: mean action (IQM, 95% CI)"),
+                              ("stochastic", "tab:orange", "evaluation: sampled actions (IQM, 95% CI)")):
         points = [(r["env_steps"], r["eval"][key] if key else r["eval"]) for r in evaluated
                   if key is None or key in r["eval"]]
         if not points:
             continue
         xs = [p[0] for p in points]
-        ax.plot(xs, [p[1]["return_mean"] for p in points], "o-", color=color, ms=3, lw=1.2, label=label)
+        ax.plot(xs, [p[1]["return_iqm"] for p in points], "o-", color=color, ms=3, lw=1.2, label=label)
         ax.fill_between(xs, [p[1]["return_ci95"][0] for p in points], [p[1]["return_ci95"][1] for p in points],
                         color=color, alpha=0.15)
     lag = result["lag_iterations_median"]
-    ax.set_title(f"Ant, {rows[0]['num_envs']} envs x {rows[0]['rollout_length']} steps, seed 0: the training window "
-                 f"lags the policy by {lag} iterations (median)" if lag is not None else "Ant: training vs evaluation",
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        task = json.load(f)["task"]
+    ax.set_title(f"{task}, {rows[0]['num_envs']} envs x {rows[0]['rollout_length']} steps: the training window "
+                 f"lags the policy by {lag} iterations (median)" if lag is not None else f"{task}: training vs evaluation",
                  fontsize=9)
     ax.set_xlabel("env steps")
     ax.set_ylabel("episode return")

@@ -76,7 +76,7 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     comm.broadcast_module(model)  # rank 0's initial parameters and normalisers everywhere
     ppo = PPO(model, cfg.agent, device_, generator, comm)
     diagnostics = cfg.diagnostics if comm.is_main else OmegaConf.merge(cfg.diagnostics, {"enabled": False})
-    probe = Probe(diagnostics, model, seed)
+    probe = Probe(diagnostics, model, seed, cfg.task.name)
     scheduler = scheduler if scheduler is not None else build_scheduler(cfg)
     max_iterations, max_env_steps = budgets(cfg)
     check_plans(scheduler, env.num_envs, max_iterations, max_env_steps)
@@ -97,8 +97,10 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
 
 
 def build_evaluator(cfg: DictConfig, env: Any, device: Optional[str] = None, main: bool = True) -> Evaluator:
-    """The run's evaluation on envs of its own. Rank 0 evaluates for the run; not on Isaac Gym yet (a second
-    VecTask in one process is untested there)."""
+    """The run's evaluation on envs of its own. Rank 0 evaluates for the run. Not on Isaac Gym: it allows one
+    simulation per process ("Foundation object exists already. Only one instance per process can be created":
+    IsaacGymEnvs issue 145, legged_gym issue 46), so its eval envs would have to live in the training sim or in
+    another process."""
     evaluates = main and (cfg.eval.interval > 0 or cfg.eval.final) and "isaacgym" not in type(env).__module__
     seed = cfg.seed + EVAL_SEED_OFFSET
     eval_env = _make_env(cfg, cfg.eval.num_envs, seed, device) if evaluates else None

@@ -1,6 +1,7 @@
 """Play mode: a checkpoint's deterministic policy, one complete episode per env from reset, optionally filmed.
 
   isaac-ppo-train task=Ant test=true checkpoint=runs/Ant/<date>/checkpoints/best.pt [capture_video=true]
+      [save_probe_set=PATH]
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 from omegaconf import DictConfig
 
 from isaac_ppo.build import build_model
+from isaac_ppo.diagnostics import probe_set
 from isaac_ppo.errors import UserError
 from isaac_ppo.evaluate import first_episodes, mean_action, summarise
 from isaac_ppo.io import checkpoint
@@ -19,7 +21,8 @@ from isaac_ppo.video import VideoRecorder
 def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[str] = None) -> Dict[str, Any]:
     """The deterministic policy (the Gaussian's mean) of a checkpoint, each env of the play set (play_episodes
     envs) counting its first episode from reset (isaac_ppo/evaluate.py: unbiased whatever the episode lengths);
-    with video_path, also record env 0 (up to its first 1000 steps) to that mp4."""
+    with video_path, also record env 0 (up to its first 1000 steps) to that mp4; with cfg.save_probe_set, also
+    save diagnostics.samples of the observations played (diagnostics/probe_set.py)."""
     device = torch.device(cfg.device)
     state = checkpoint.load(checkpoint_path, device)
     if (state["num_obs"], state["num_actions"]) != (env.num_obs, env.num_actions):
@@ -28,8 +31,17 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
     checkpoint.load_model(model, state, checkpoint_path)
     model.eval()
     recorder = VideoRecorder(env, video_path) if video_path else None
-    episodes = first_episodes(env, mean_action(model), recorder.capture if recorder is not None else None)
+    policy = mean_action(model)
+    sampler = None
+    if cfg.save_probe_set:
+        sampler = probe_set.StateSampler(policy, cfg.diagnostics.samples, cfg.seed)
+        policy = sampler
+    episodes = first_episodes(env, policy, recorder.capture if recorder is not None else None)
     result: Dict[str, Any] = {}
+    if sampler is not None:
+        states = sampler.sample()
+        probe_set.save(cfg.save_probe_set, states, cfg.task.name, checkpoint_path)
+        result.update(probe_set=cfg.save_probe_set, probe_states=states.shape[0], states_played=sampler.seen)
     if recorder is not None:
         recorder.close()
         result.update(video=video_path, frames=recorder.frames)

@@ -306,6 +306,10 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
               f"mean length {result['length_mean']:.1f}")
         if video:
             print(f"[{cfg.task.name}] video of env 0 ({result['frames']} frames): {video}")
+        if cfg.save_probe_set:
+            print(f"[{cfg.task.name}] probe set: {result['probe_states']} of the {result['states_played']:,} "
+                  f"observations played, in {cfg.save_probe_set} (use it with "
+                  f"diagnostics.probe_set={cfg.save_probe_set})")
         return result
 
     if cfg.agent.backend == "rl_games":  # the same task, env and values, rl-games' learner

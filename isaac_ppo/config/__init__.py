@@ -35,7 +35,7 @@ def load(composed: Any) -> DictConfig:
 CHANGEABLE_ON_RESUME = frozenset({
     "resume", "checkpoint", "max_iterations", "max_env_steps", "save_interval", "torch_threads",
     "collect_torch_threads", "headless", "test", "play_episodes", "capture_video", "runs_dir", "diagnostics.plot",
-    "max_diverged_fraction", "eval.interval", "eval.final", "eval.stochastic",
+    "max_diverged_fraction", "eval.interval", "eval.final", "eval.stochastic", "save_probe_set", "diagnostics.probe_set",
     "agent.games_to_track",
 })
 

@@ -65,6 +65,16 @@ def check(cfg: DictConfig) -> None:
         problem = offscreen_gl_problem(gl_backend(cfg.device))
         if problem:
             raise UserError(problem)
+    if cfg.save_probe_set and not cfg.test:
+        raise UserError(f"save_probe_set={cfg.save_probe_set} is play's: add test=true checkpoint=PATH (the policy "
+                        "whose states to sample)")
+    if cfg.diagnostics.probe_set and cfg.diagnostics.enabled and not cfg.test:
+        from isaac_ppo.diagnostics import probe_set
+
+        states = probe_set.load(cfg.diagnostics.probe_set, cfg.task.name)["obs"].shape[0]
+        if states < max(hidden):
+            raise UserError(f"diagnostics.probe_set={cfg.diagnostics.probe_set} holds {states} observations, fewer "
+                            f"than the widest hidden layer ({max(hidden)} units): feature rank needs as many")
     if cfg.test and cfg.multi_gpu:
         raise UserError("test=true plays in one process: drop multi_gpu=true (and torchrun)")
     if cfg.agent.backend == "rl_games":

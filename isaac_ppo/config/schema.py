@@ -66,6 +66,7 @@ class DiagnosticsConfig:
     coverage_method: str
     variants: bool
     plot: bool
+    probe_set: str = ""
 
 
 @dataclasses.dataclass
@@ -98,6 +99,7 @@ class Config:
     max_diverged_fraction: float
     play_episodes: int
     capture_video: bool
+    save_probe_set: str
     torch_threads: int
     collect_torch_threads: int
     runs_dir: str

@@ -7,7 +7,7 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 # the panels, in order: what the seed paper plots first
-PREFERRED = ("feature_rank", "feature_rank_critic", "dormant_fraction", "ess", "weight_norm_actor",
+PREFERRED = ("feature_rank", "feature_rank_critic", "dormant_fraction", "std_ratio_min", "ess", "weight_norm_actor",
              "weight_norm_critic", "grad_kurtosis_actor", "grad_kurtosis_critic", "policy_variance", "mu_variance")
 
 

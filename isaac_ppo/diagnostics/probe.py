@@ -3,14 +3,19 @@
 Every `diagnostics.interval` iterations (k % interval == 0) it samples `diagnostics.samples` states of the
 batch just learned from, on its own random generator (the training streams are never drawn from, so a run
 with diagnostics ends with the parameters of a run without them), and measures after the update, before the
-normalisers absorb the batch (so it sees the normalisers the update used):
+normalisers absorb the batch (so it sees the normalisers the update used). With `diagnostics.probe_set=PATH`
+(diagnostics/probe_set.py) the activations and the policy are measured on that fixed set of observations
+instead, the same inputs for every run of a comparison; the ESS stays on the batch's sample (it needs the
+behaviour policy's actions):
 - activations of every hidden layer of the actor and of the critic (a shared trunk is measured once, as
   "trunk"), through forward hooks on the activation modules, in one extra forward pass over the sample;
 - feature rank of the last hidden layer, dormant units (pooled over hidden layers), weight norms, policy
   variance, and the normalised ESS of pi_new / pi_behaviour on the sampled (state, action) pairs after the
   epochs;
-- gradient kurtosis of the update's first optimizer step (PPO hands the gradients over just before
-  optimizer.step(); reading them changes nothing).
+- gradient kurtosis per network, the mean over the update's optimizer steps of each step's log-gradient
+  kurtosis (PPO hands the gradients over just before optimizer.step(); reading them changes nothing). Not the
+  first step alone: there pi / pi_behaviour = 1 everywhere, no sample is clipped, and its gradients are those
+  of a plain policy gradient.
 The values go to that iteration's metrics.jsonl line and TensorBoard (diagnostics/<key>) and to the scheduler.
 """
 from __future__ import annotations
@@ -23,13 +28,14 @@ from torch import nn
 
 from isaac_ppo.agent.model import ACTIVATIONS, ActorCritic, gaussian_log_prob
 from isaac_ppo.diagnostics import metrics
+from isaac_ppo.errors import UserError
 
 # the probe's sampling stream, apart from the learner's and the collector's
 PROBE_SEED_OFFSET = 2_000_003
 
 
 class Probe:
-    def __init__(self, cfg: Mapping[str, Any], model: ActorCritic, seed: int):
+    def __init__(self, cfg: Mapping[str, Any], model: ActorCritic, seed: int, task: str = ""):
         self.enabled = cfg["enabled"]
         self.interval = cfg["interval"]
         self.samples = cfg["samples"]
@@ -42,7 +48,10 @@ class Probe:
         self.plot = cfg["plot"]
         self.model = model
         self.generator = torch.Generator().manual_seed(int(seed) + PROBE_SEED_OFFSET)
-        self._gradients: Dict[str, float] = {}
+        self.fixed_obs: Optional[torch.Tensor] = None  # the probe set's observations, when given
+        if self.enabled and cfg.get("probe_set"):
+            self.fixed_obs = _fixed_observations(cfg["probe_set"], task, model)
+        self._gradients: Dict[str, List[float]] = {}  # each optimizer step's kurtosis, per network
         self._armed = False
 
     def due(self, k: int) -> bool:
@@ -58,14 +67,13 @@ class Probe:
 
     @torch.no_grad()
     def on_gradients(self, model: ActorCritic) -> None:
-        """The first optimizer step's gradients (unscaled under AMP): log-gradient kurtosis per network."""
+        """An optimizer step's gradients (unscaled under AMP): log-gradient kurtosis per network."""
         if not self._armed:
             return
-        self._armed = False
         for name, params in _groups(model).items():
             grads = [p.grad.detach().reshape(-1).float().cpu() for p in params if p.grad is not None]
             if grads:
-                self._gradients[f"grad_kurtosis_{name}"] = metrics.grad_kurtosis(grads)
+                self._gradients.setdefault(f"grad_kurtosis_{name}", []).append(metrics.grad_kurtosis(grads))
 
     # ---------------------------------------------------------------------------------------------- measure
 
@@ -79,9 +87,14 @@ class Probe:
         total = batch["obs"].shape[0]
         ids = torch.randperm(total, generator=self.generator)[: min(self.samples, total)].to(batch["obs"].device)
         obs, actions = batch["obs"][ids], batch["actions"][ids]
-        activations = _capture(model, obs)
         mu, log_std, _ = model(obs)
-        out: Dict[str, float] = dict(self._gradients)
+        log_ratio = gaussian_log_prob(actions, mu, log_std).double() - batch["log_probs"][ids].double()
+        if self.fixed_obs is not None:  # the same inputs for every run of a comparison
+            obs = self.fixed_obs.to(obs.device)
+            mu, log_std, _ = model(obs)
+        activations = _capture(model, obs)
+        self._armed = False
+        out: Dict[str, float] = {key: _finite_mean(values) for key, values in self._gradients.items()}
         for network, layers in activations.items():
             suffix = "" if network in ("actor", "trunk") else f"_{network}"
             ranks = metrics.feature_rank(layers[-1], self.delta)
@@ -97,6 +110,7 @@ class Probe:
         dormant = metrics.dormant_fraction(named, self.tau)
         out["dormant_fraction"] = dormant["pooled"]
         out["low_std_fraction"] = dormant["low_std_pooled"]
+        out["std_ratio_min"] = dormant["std_ratio_min"]
         if self.variants:
             out.update({f"dormant_{name}": dormant[name] for name in named})
         for name, module in _networks(model).items():
@@ -104,7 +118,6 @@ class Probe:
             out[f"weight_norm_{name}"] = norms["global"]
             if self.variants:
                 out.update({f"weight_norm_{name}.{key}": value for key, value in norms.items() if key != "global"})
-        log_ratio = gaussian_log_prob(actions, mu, log_std).double() - batch["log_probs"][ids].double()
         out["ess"] = metrics.effective_sample_size(log_ratio)
         variance = metrics.policy_variance(mu, log_std[0].exp())
         out["policy_variance"] = variance["policy_variance"]
@@ -163,3 +176,20 @@ def _groups(model: ActorCritic) -> Dict[str, List[nn.Parameter]]:
     """Parameter groups for gradient kurtosis: actor (body, mean head, log-std) and critic (body, value head)."""
     return {name: list(module.parameters()) + ([model.log_std] if name == "actor" else [])
             for name, module in _networks(model).items()}
+
+
+def _fixed_observations(path: str, task: str, model: ActorCritic) -> torch.Tensor:
+    from isaac_ppo.diagnostics import probe_set
+
+    obs = probe_set.load(path, task)["obs"]
+    num_obs = model.actor_body[0].in_features
+    if obs.shape[1] != num_obs:
+        raise UserError(f"diagnostics.probe_set={path} holds {obs.shape[1]}-dimensional observations, the env "
+                        f"gives {num_obs}")
+    return obs
+
+
+def _finite_mean(values: List[float]) -> float:
+    """The mean of the finite values (a step whose gradients were all equal has no kurtosis); nan when none."""
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan

@@ -136,7 +136,7 @@ def load(path: str, device: Any = "cpu") -> Dict[str, Any]:
     if not os.path.isfile(path):
         raise UserError(f"checkpoint not found: {path} (give checkpoint= or resume= an existing .pt file)")
     try:
-        state = _torch_load(path, device)
+        state = torch_load(path, device)
     except Exception as error:  # a truncated or foreign file
         raise UserError(f"checkpoint {path} cannot be read ({type(error).__name__}): not an isaac-ppo checkpoint") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
@@ -144,7 +144,7 @@ def load(path: str, device: Any = "cpu") -> Dict[str, Any]:
     return state
 
 
-def _torch_load(path: str, device: Any) -> Any:
+def torch_load(path: str, device: Any) -> Any:
     try:
         return torch.load(path, map_location=device, weights_only=False)
     except TypeError:  # torch < 1.13 (the Isaac Gym image) has no weights_only

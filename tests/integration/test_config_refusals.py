@@ -77,3 +77,21 @@ def test_run_directories_are_claimed_never_shared(tmp_path, monkeypatch):
     assert train._fresh_run_dir(base) == first == base  # the same process: the same directory
     monkeypatch.setattr(train, "_claimed", {})  # another process
     assert train._fresh_run_dir(base) == base + "-2" and os.path.isdir(base + "-2")
+
+
+def test_a_probe_set_that_cannot_serve_or_is_asked_of_training_is_refused_at_the_boundary(tmp_path):
+    import torch
+
+    from isaac_ppo.diagnostics import probe_set
+
+    small = str(tmp_path / "small.pt")
+    probe_set.save(small, torch.zeros(10, 4), "Cartpole", "a.pt")
+    for override, message in (
+            (f"diagnostics.probe_set={tmp_path / 'none.pt'}", "none.pt: no such file (make one with test=true"),
+            (f"diagnostics.probe_set={small}",
+             "holds 10 observations, fewer than the widest hidden layer (32 units): feature rank needs as many"),
+            (f"save_probe_set={small}", f"save_probe_set={small} is play's: add test=true checkpoint=PATH")):
+        with pytest.raises(UserError) as error:
+            compose_config([*BASE, override])
+        assert message in str(error.value) and "\n" not in str(error.value), str(error.value)
+    compose_config([*BASE, f"diagnostics.probe_set={small}", "diagnostics=off"])  # nothing measured: not read

@@ -89,3 +89,29 @@ def test_bad_diagnostics_settings_are_one_line(tmp_path, override, key):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0] and "Traceback" not in result.stderr, result.stderr
     assert not os.path.exists(tmp_path / "runs" / "bad")
+
+
+@pytest.mark.slow
+def test_a_probe_set_saved_by_play_is_what_runs_measure_on_and_changes_no_training(tmp_path):
+    train(tmp_path, *SMALL, "max_iterations=2", "experiment=source", "diagnostics=off")
+    source = os.path.join(run_dir(tmp_path, "source"), "checkpoints", "last.pt")
+    probe_file = str(tmp_path / "cartpole_probe.pt")
+    played = train_cli(tmp_path, *SMALL, "test=true", f"checkpoint={source}", "play_episodes=64",
+                       f"save_probe_set={probe_file}")
+    assert played.returncode == 0, played.stderr
+    assert "probe set: 2048 of the " in played.stdout and f"observations played, in {probe_file}" in played.stdout, \
+        played.stdout
+    saved = torch.load(probe_file, weights_only=False)
+    assert saved["task"] == "Cartpole" and tuple(saved["obs"].shape) == (2048, 4) and saved["source"] == source
+    for name, extra in (("batch", []), ("fixed", [f"diagnostics.probe_set={probe_file}"])):
+        train(tmp_path, *SMALL, "max_iterations=3", "diagnostics.interval=1", "diagnostics.plot=false",
+              f"experiment={name}", *extra)
+    rows = {name: [json.loads(line) for line in open(os.path.join(run_dir(tmp_path, name), "metrics.jsonl"))]
+            for name in ("batch", "fixed")}
+    assert all("feature_rank" in r["diagnostics"] for r in rows["fixed"])
+    # the probe draws the same samples either way: the ESS (on the batch) is the same, the rest is measured on
+    # other inputs, and training is untouched
+    assert [r["diagnostics"]["ess"] for r in rows["batch"]] == [r["diagnostics"]["ess"] for r in rows["fixed"]]
+    assert [r["diagnostics"]["mu_variance"] for r in rows["batch"]] != \
+        [r["diagnostics"]["mu_variance"] for r in rows["fixed"]]
+    assert [r["actor_loss"] for r in rows["batch"]] == [r["actor_loss"] for r in rows["fixed"]]

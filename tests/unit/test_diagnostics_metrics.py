@@ -110,7 +110,7 @@ def test_dormant_pooled_over_layers_and_dict_names():
     assert out["actor.1"] == pytest.approx(0.2)
     assert out["pooled"] == pytest.approx((2 + 6) / 40)
     out_list = dormant_fraction([a, b], tau=0.0)
-    assert set(out_list) == {"layer0", "layer1", "pooled", "low_std_pooled"}
+    assert set(out_list) == {"layer0", "layer1", "pooled", "low_std_pooled", "std_ratio_min"}
     assert out_list["pooled"] == pytest.approx(8 / 40)
 
 
@@ -121,6 +121,20 @@ def test_dormant_low_std_counts_constant_units():
     out = dormant_fraction([h], tau=0.1)
     assert out["layer0"] == 0.0
     assert out["low_std_pooled"] == pytest.approx(0.2)
+
+
+def test_low_std_is_relative_to_the_layer_so_it_reads_the_same_at_any_scale():
+    h = _layer_with_dead_units(256, 10, 0, seed=6)  # unit stds ~ 0.6 around their layer's mean
+    h[:, 2] = 0.5 + 0.01 * (h[:, 2] - h[:, 2].mean())  # std ~ 1% of the others': low at tau 0.025
+    h[:, 3] = 0.5 + 0.2 * (h[:, 3] - h[:, 3].mean())  # 20%: low at tau 0.25 only
+    for scale in (1e-4, 1.0, 1e3):  # an absolute threshold would call every unit low at 1e-4, none at 1e3
+        assert dormant_fraction([h * scale], tau=0.025)["low_std_pooled"] == pytest.approx(0.1)
+        assert dormant_fraction([h * scale], tau=0.25)["low_std_pooled"] == pytest.approx(0.2)
+    # the same network seen by the classic score: both units are far from zero on average, neither is dormant
+    assert dormant_fraction([h], tau=0.25)["layer0"] == 0.0
+    # the smallest ratio, with no threshold: unit 2's std over the layer's mean unit std
+    std = h.std(dim=0, unbiased=False).double()
+    assert dormant_fraction([h], tau=0.025)["std_ratio_min"] == pytest.approx(float(std[2] / std.mean()), rel=1e-6)
 
 
 @pytest.mark.parametrize("tau", [-0.01, 1.0, 2.0])
