@@ -17,6 +17,7 @@ from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
 from isaac_ppo.collect import SyncCollector
 from isaac_ppo.config import budgets
+from isaac_ppo.config.isaacgymenvs import isaacgym_options
 from isaac_ppo.diagnostics.probe import Probe
 from isaac_ppo.distributed import Local
 from isaac_ppo.evaluate import Evaluator
@@ -36,11 +37,14 @@ def cores() -> int:
 
 
 def build_env_and_scheduler(cfg: DictConfig, rank: int = 0, local_ranks: int = 1,
-                            device: Optional[str] = None) -> Tuple[Any, Scheduler]:
+                            device: Optional[str] = None) -> Tuple[Any, Optional[Scheduler]]:
     """The scheduler, and the env pool sized once for the most envs it can ask for (or num_envs when set); in
-    play mode (test=true), play_episodes envs: each plays one episode."""
+    play mode (test=true), num_envs envs when given (as IsaacGymEnvs plays), else play_episodes: each plays one
+    episode."""
+    if cfg.test:
+        return _make_env(cfg, cfg.num_envs or cfg.play_episodes, cfg.seed, device, local_ranks), None
     scheduler = build_scheduler(cfg)
-    pool = cfg.play_episodes if cfg.test else pool_size(cfg, scheduler, *budgets(cfg))
+    pool = pool_size(cfg, scheduler, *budgets(cfg))
     return _make_env(cfg, pool, cfg.seed + rank, device, local_ranks), scheduler
 
 
@@ -51,7 +55,8 @@ def _make_env(cfg: DictConfig, num_envs: int, seed: int, device: Optional[str], 
     mujoco = task_cfg.get("mujoco") or {}
     if local_ranks > 1 and not mujoco.get("nthread"):  # 0 = every core: split them between the ranks
         task_cfg["mujoco"] = dict(mujoco, nthread=max(1, cores() // local_ranks))
-    return make(cfg.task.name, num_envs, sim=cfg.sim, seed=seed, device=device or cfg.device, task_cfg=task_cfg)
+    return make(cfg.task.name, num_envs, sim=cfg.sim, seed=seed, device=device or cfg.device, task_cfg=task_cfg,
+                isaacgym_options=isaacgym_options(cfg))
 
 
 def build_model(cfg: DictConfig, env: Any, device: torch.device) -> ActorCritic:

@@ -70,6 +70,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from isaac_ppo.errors import UserError
+from isaac_ppo.scheduler.plan import agent_minibatch_size
 
 MISSING = "agent=rl_games needs rl-games: pip install 'isaac-ppo[rl_games]'"
 ENV_NAME = "isaac_ppo"  # rl-games' env_configurations key (IsaacGymEnvs: rlgpu)
@@ -179,7 +180,7 @@ def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = 
             "clip_value": agent.clip_value,
             "clip_actions": True,
             "horizon_length": agent.horizon,
-            "minibatch_size": agent.minibatch_size,
+            "minibatch_size": agent_minibatch_size(cfg, num_envs),
             "mini_epochs": agent.mini_epochs,
             "critic_coef": agent.critic_coef,
             "bounds_loss_coef": agent.bounds_loss_coef,

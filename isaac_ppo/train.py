@@ -198,6 +198,8 @@ def _no_such_option(lines: List[str]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # IsaacGymEnvs calls the agent config group train=: the same here (train=AntPPO is agent=AntPPO)
+    argv = ["agent" + a[len("train"):] if a.startswith("train=") else a for a in argv]
     # agent=rl_games: the task's PPO values (agent=${task}PPO) trained by rl-games instead of our learner
     argv = ["agent.backend=rl_games" if a == "agent=rl_games" else a for a in argv]
     if _sim_choice(argv) in ("auto", "isaacgym"):
@@ -294,6 +296,7 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
     run_dir = comm.broadcast_object(run_dir)  # rank 0's: every rank reads from it (resume), rank 0 writes
     # (what to resume is decided before the env is built: a refusal costs nothing)
     resume_from = None if cfg.test or cfg.agent.backend == "rl_games" else resume_point(cfg, run_dir)
+    cfg = _isaacgymenvs_keys(cfg, comm, resume_from)
     env, scheduler = build_env_and_scheduler(cfg, rank=comm.rank, local_ranks=comm.local_world_size, device=device)
 
     if cfg.test:
@@ -358,6 +361,36 @@ def _check_pinned_run_dir(cfg: Any, run_dir: str) -> None:
     if mismatch:
         raise UserError(f"{run_dir} holds another run ({mismatch}): give it its own hydra.run.dir, or start it "
                         "again with that run's values to continue it")
+
+
+def _isaacgymenvs_keys(cfg: Any, comm: Any, resume_from: Optional[str]) -> Any:
+    """IsaacGymEnvs' keys that act when the run starts: torch_deterministic; seed=-1 (drawn on rank 0 for every
+    rank, or the resumed run's own; config.yaml records it); a note for each device key that means nothing on
+    this run's backend. Returns the config with the seed set (a copy: the loaded one is shared)."""
+    import copy
+
+    from isaac_ppo.config import isaacgymenvs
+    from isaac_ppo.envs.make import resolve_sim
+
+    if cfg.torch_deterministic:
+        isaacgymenvs.make_deterministic()
+    if comm.is_main:
+        for note in isaacgymenvs.notes(cfg, resolve_sim(cfg.sim)):
+            print(f"[{cfg.task.name}] note: {note}")
+    if cfg.seed != -1:
+        return cfg
+    from omegaconf import OmegaConf
+
+    cfg = copy.deepcopy(cfg)
+    seed = isaacgymenvs.saved_seed(resume_from) if resume_from else None
+    OmegaConf.set_readonly(cfg, False)
+    cfg.seed = comm.broadcast_object(seed if seed is not None else isaacgymenvs.draw_seed())
+    OmegaConf.set_readonly(cfg, True)
+    if comm.is_main:
+        how = "the resumed run's" if seed is not None else "drawn at random"
+        print(f"[{cfg.task.name}] seed=-1: seed {cfg.seed} ({how}; config.yaml records it, seed={cfg.seed} "
+              "repeats the run)")
+    return cfg
 
 
 def resume_point(cfg: Any, run_dir: str) -> Optional[str]:

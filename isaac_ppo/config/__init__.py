@@ -21,9 +21,10 @@ def load(composed: Any) -> DictConfig:
     resolved = OmegaConf.to_container(composed, resolve=True) if not isinstance(composed, dict) else composed
     key = OmegaConf.to_yaml(resolved)
     if key not in _loaded:
-        cfg = typed(resolved)
+        from isaac_ppo.config import isaacgymenvs
         from isaac_ppo.config.checks import check  # (it imports the scheduler package, which reads configs)
 
+        cfg = typed(isaacgymenvs.translate(resolved))
         check(cfg)
         _loaded.clear()  # one launch at a time: keep only the newest
         _loaded[key] = cfg
@@ -49,8 +50,9 @@ def resume_mismatch(saved_config_path: str, cfg: DictConfig) -> Optional[str]:
         return f"no {os.path.basename(saved_config_path)} beside its checkpoints"
     saved = _flat(OmegaConf.to_container(OmegaConf.load(saved_config_path), resolve=False))
     now = _flat(OmegaConf.to_container(cfg, resolve=True))
+    drawn = {"seed"} if now.get("seed") == -1 else set()  # seed=-1 continues the run's own seed
     for key in sorted(set(saved) | set(now)):
-        if key not in CHANGEABLE_ON_RESUME and saved.get(key) != now.get(key):
+        if key not in CHANGEABLE_ON_RESUME | drawn and saved.get(key) != now.get(key):
             return f"{key}={saved.get(key)!r} there, {now.get(key)!r} here"
     return None
 

@@ -21,7 +21,7 @@ CHOICES = {
 }
 POSITIVE = ("agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",
             "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
-            "agent.max_epochs", "eval.num_envs", "agent.games_to_track")
+            "agent.max_epochs", "eval.num_envs", "agent.games_to_track", "agent.num_mini_batches")
 TASK_INTEGERS = ("task.env.numEnvs", "task.env.episodeLength")
 # key -> (lowest, highest, whether the lowest itself is allowed): what each number means bounds it
 RANGES = {
@@ -29,7 +29,7 @@ RANGES = {
     "agent.clip": (0.0, None, False), "agent.kl_threshold": (0.0, None, False), "agent.grad_norm": (0.0, None, False),
     "agent.critic_coef": (0.0, None, True), "agent.entropy_coef": (0.0, None, True),
     "agent.bounds_loss_coef": (0.0, None, True), "max_diverged_fraction": (0.0, 1.0, True),
-    "eval.interval": (0, None, True),
+    "eval.interval": (0, None, True), "seed": (-1, None, True),
 }
 FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 
@@ -49,6 +49,8 @@ def check(cfg: DictConfig) -> None:
         if value < low or (value == low and not low_allowed) or (high is not None and value > high):
             span = f"{'[' if low_allowed else '('}{low:g}, {'inf)' if high is None else f'{high:g}]'}"
             raise UserError(f"{key}={value!r} must be in {span}")
+    if cfg.pipeline not in (None, "gpu", "cpu"):
+        raise UserError(f"pipeline={cfg.pipeline!r} is not one of: gpu, cpu (Isaac Gym's tensor pipeline)")
     hidden = list(cfg.agent.network.hidden)
     if not hidden or min(hidden) < 1:
         raise UserError(f"agent.network.hidden={hidden} must list at least one layer, each of at least 1 unit")
@@ -80,7 +82,8 @@ def check(cfg: DictConfig) -> None:
     if cfg.agent.backend == "rl_games":
         check_rl_games(cfg)
     check_diagnostics(cfg.diagnostics, list(cfg.agent.network.hidden))
-    check_scheduler(cfg)
+    if not cfg.test:  # (play collects no batch: no plan to check)
+        check_scheduler(cfg)
 
 
 def check_rl_games(cfg: DictConfig) -> None:

@@ -49,6 +49,7 @@ class AgentConfig:
     mixed_precision: bool
     stale_clip: str
     max_epochs: int
+    num_mini_batches: Optional[int] = None  # rsl_rl's form: given, the minibatch is the batch / this
     games_to_track: int = 100  # the training-return window: the last this many finished episodes (rl-games')
     name: str = "PPO"
     backend: str = "isaac_ppo"  # isaac_ppo | rl_games (the same values trained by rl-games: isaac_ppo/rlgames.py)
@@ -105,6 +106,13 @@ class Config:
     runs_dir: str
     multi_gpu: bool
     dist_backend: str
+    # IsaacGymEnvs' keys (config/isaacgymenvs.py)
+    torch_deterministic: bool = False
+    rl_device: Optional[str] = None
+    sim_device: Optional[str] = None
+    pipeline: Optional[str] = None
+    graphics_device_id: Optional[int] = None
+    force_render: bool = False
 
 
 def typed(resolved: Any) -> DictConfig:

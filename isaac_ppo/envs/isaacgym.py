@@ -11,14 +11,18 @@ Semantics the adapter passes through unchanged, and what differs from the MuJoCo
 - Resets arrive as IsaacGymEnvs' long tensor and are returned as bool.
 - ``set_active(n)``: an Isaac Gym sim is a fixed pool, so every env is still simulated (at full cost); the
   envs past n get zero actions and are left out of what step returns.
-- Task parameters come from IsaacGymEnvs' own task config (same key names and defaults as cfg/task here);
-  only num_envs is forwarded.
+- Task parameters come from IsaacGymEnvs' own task config (same key names and defaults as cfg/task here),
+  composed as IsaacGymEnvs composes it, with every task.* value the user changed here forwarded onto it
+  (``mujoco.*`` is the MuJoCo port's own and stays here), and IsaacGymEnvs' device keys (sim_device, pipeline,
+  graphics_device_id, headless, force_render) passed through.
 """
 from __future__ import annotations
 
 import importlib.util
 import sys
-from typing import Any, Dict
+import json
+import os
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -40,8 +44,12 @@ def available() -> bool:
     return "isaacgym" in sys.modules and torch.cuda.is_available()
 
 
-def make_env(task: str, num_envs: int, seed: int, device: str) -> "IsaacGymVecEnv":
-    """Build task through isaacgymenvs.make (headless, physics and learner on device)."""
+def make_env(task: str, num_envs: int, seed: int, device: str, task_changes: Optional[Dict[str, Any]] = None,
+             options: Optional[Dict[str, Any]] = None) -> "IsaacGymVecEnv":
+    """Build task through isaacgymenvs.make: the learner's tensors on device; task_changes (dotted task keys ->
+    values) onto IsaacGymEnvs' own task config; options: IsaacGymEnvs' sim_device (default: device), pipeline
+    (default: its own), graphics_device_id (default: -1 headless, else 0), headless (default true),
+    force_render (default false)."""
     if "isaacgym" not in sys.modules:
         if importlib.util.find_spec("isaacgym") is None:
             raise UserError(INSTALL_HINT)
@@ -50,16 +58,72 @@ def make_env(task: str, num_envs: int, seed: int, device: str) -> "IsaacGymVecEn
         raise UserError(INSTALL_HINT)
     import isaacgymenvs
 
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    sim_device = options.get("sim_device") or device
+    headless = options.get("headless", True)
+    cfg = isaacgymenvs_config(os.path.join(os.path.dirname(isaacgymenvs.__file__), "cfg"), task, num_envs,
+                              sim_device, device, options.get("pipeline"), task_changes or {})
     vectask = isaacgymenvs.make(
         seed=seed,
         task=task,
         num_envs=num_envs,
-        sim_device=device,
+        sim_device=sim_device,
         rl_device=device,
-        graphics_device_id=-1,
-        headless=True,
+        graphics_device_id=options.get("graphics_device_id", -1 if headless else 0),
+        headless=headless,
+        force_render=options.get("force_render", False),
+        cfg=cfg,
     )
     return IsaacGymVecEnv(vectask)
+
+
+def isaacgymenvs_config(cfg_dir: str, task: str, num_envs: int, sim_device: str, rl_device: str,
+                        pipeline: Optional[str], task_changes: Dict[str, Any]) -> Any:
+    """IsaacGymEnvs' config (its cfg/config.yaml, task=<task>), composed as its own make() composes it, with the
+    devices and every changed task value as overrides (so its interpolations, e.g. use_gpu_pipeline from
+    pipeline, see them)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    words = [f"task={task}", f"num_envs={num_envs}", f"task.env.numEnvs={num_envs}", f"sim_device={sim_device}",
+             f"rl_device={rl_device}"] + ([f"pipeline={pipeline}"] if pipeline else [])
+    words += [f"task.{key}={_hydra_value(value)}" for key, value in sorted(task_changes.items())]
+    GlobalHydra.instance().clear()  # (as IsaacGymEnvs' make does: ours composed the run's config before)
+    try:
+        with initialize_config_dir(config_dir=cfg_dir, version_base=None):
+            return compose(config_name="config", overrides=words)
+    except Exception as error:  # a key IsaacGymEnvs' task does not have, say: its first line
+        first = str(error).strip().splitlines()[0]
+        raise UserError(f"IsaacGymEnvs' config for {task} refused {' '.join(words[5:]) or 'it'}: {first}") from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _hydra_value(value: Any) -> str:
+    """A value as a Hydra override writes it (JSON's forms are Hydra's for numbers, lists and dicts)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if value is None:
+        return "null"
+    return json.dumps(value)
+
+
+def changed_leaves(given: Any, defaults: Any, prefix: str = "") -> Dict[str, Any]:
+    """The dotted keys whose value in `given` differs from (or is absent in) `defaults` (plain nested dicts)."""
+    changed: Dict[str, Any] = {}
+    for key, value in given.items():
+        name = f"{prefix}{key}"
+        default = defaults.get(key) if isinstance(defaults, dict) else None
+        if isinstance(value, dict):
+            changed.update(changed_leaves(value, default if isinstance(default, dict) else {}, name + "."))
+        elif value != default or not isinstance(defaults, dict) or key not in defaults:
+            changed[name] = value
+    return changed
+
+
+__all__: List[str] = ["IsaacGymVecEnv", "available", "changed_leaves", "isaacgymenvs_config", "make_env"]
 
 
 class IsaacGymVecEnv:

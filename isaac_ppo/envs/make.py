@@ -74,13 +74,16 @@ def make(
     seed: int = 0,
     device: str = "cpu",
     task_cfg: Optional[Any] = None,
+    isaacgym_options: Optional[Dict[str, Any]] = None,
     **overrides: Any,
 ) -> Any:
     """Build task with num_envs parallel envs (default: the task config's env.numEnvs) behind the VecEnv contract.
 
     device is where observations, rewards and flags arrive and where actions may live. On MuJoCo the physics
     runs on the CPU and each step makes one copy to device. task_cfg, when given, is the whole task node (as
-    Hydra composed it) in place of cfg/task/<task>.yaml; overrides apply on top of either.
+    Hydra composed it) in place of cfg/task/<task>.yaml; overrides apply on top of either. On Isaac Gym, what
+    differs from cfg/task/<task>.yaml (but mujoco.*, the port's own) is forwarded onto IsaacGymEnvs' task config,
+    and isaacgym_options are IsaacGymEnvs' device keys (isaacgym.make_env).
     """
     if task_cfg is None:
         cfg = load_task_config(task, overrides)
@@ -89,12 +92,12 @@ def make(
     num_envs = check_num_envs(cfg.env.numEnvs if num_envs is None else num_envs)
     backend = resolve_sim(sim)
     if backend == "isaacgym":
-        if overrides:  # task_cfg is ignored: IsaacGymEnvs composes its own
-            raise UserError(
-                f"task overrides ({', '.join(sorted(overrides))}) are not forwarded to Isaac Gym yet: "
-                "set them in IsaacGymEnvs' task config, or drop them"
-            )
-        return isaacgym_backend.make_env(task, num_envs, seed, device)
+        given = OmegaConf.to_container(cfg, resolve=True)
+        defaults = OmegaConf.to_container(load_task_config(task), resolve=True)
+        changes = isaacgym_backend.changed_leaves({k: v for k, v in given.items() if k not in ("mujoco", "name")},
+                                                  defaults)
+        changes.pop("env.numEnvs", None)  # (num_envs is forwarded as such)
+        return isaacgym_backend.make_env(task, num_envs, seed, device, changes, isaacgym_options)
     if importlib.util.find_spec("mujoco") is None or importlib.util.find_spec("mujoco.batch") is None:
         raise UserError(MUJOCO_HINT)
     from isaac_ppo.tasks import TASKS, task_class

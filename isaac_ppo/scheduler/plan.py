@@ -71,7 +71,8 @@ class Plan:
             raise UserError(
                 f"the minibatch (agent.minibatch_size={self.minibatch_size}, or scheduler.minibatches) must divide "
                 f"the batch num_envs x rollout_length = {self.num_envs} x {self.rollout_length} = "
-                f"{self.batch_size}{at}"
+                f"{self.batch_size}{at}: sizes that do (the nearest): {_divisors(self.batch_size, self.minibatch_size)}; or give "
+                f"agent.num_mini_batches=N, which follows the batch"
             )
         return self
 
@@ -123,7 +124,28 @@ def base_plan(cfg: Any) -> Plan:
     """The task's own plan: num_envs (else task.env.numEnvs) x agent.horizon, agent.mini_epochs, minibatch."""
     agent = cfg.agent
     num_envs = cfg.num_envs if cfg.num_envs is not None else cfg.task.env.numEnvs
-    return Plan(int(num_envs), agent.horizon, agent.mini_epochs, agent.minibatch_size)
+    return Plan(int(num_envs), agent.horizon, agent.mini_epochs, agent_minibatch_size(cfg, int(num_envs)))
+
+
+def agent_minibatch_size(cfg: Any, num_envs: int) -> int:
+    """agent.minibatch_size, or with agent.num_mini_batches (rsl_rl's form) the batch num_envs x agent.horizon
+    split into that many: the minibatch then follows the batch when num_envs changes."""
+    agent = cfg.agent
+    count = agent.get("num_mini_batches")
+    if not count:
+        return agent.minibatch_size
+    batch = num_envs * agent.horizon
+    if batch % count:
+        raise UserError(f"agent.num_mini_batches={count} does not divide the batch num_envs x agent.horizon = "
+                        f"{num_envs} x {agent.horizon} = {batch}: counts that do (the nearest): {_divisors(batch, count)}")
+    return batch // count
+
+
+def _divisors(n: int, near: int, shown: int = 6) -> str:
+    """The divisors of n nearest to `near` (in order), for a refusal that says which values would do."""
+    divisors = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    divisors = sorted(set(divisors + [n // d for d in divisors]))
+    return ", ".join(str(d) for d in sorted(sorted(divisors, key=lambda d: (abs(d - near), d))[:shown]))
 
 
 def build_scheduler(cfg: Any) -> Scheduler:

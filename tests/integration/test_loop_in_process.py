@@ -52,7 +52,9 @@ def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path
     assert summary["final_window_mean_return"] is not None
     assert "ppo" not in best and "env" not in best and "ppo" in last
     assert set(best["model"]) == set(last["model"])
-    play_cfg = compose_config([*SMALL, "test=true", f"checkpoint={tmp_path}/checkpoints/best.pt", "play_episodes=4"])
+    # (play's envs: num_envs when given, as IsaacGymEnvs plays, else play_episodes)
+    play_cfg = compose_config([*[o for o in SMALL if not o.startswith("num_envs=")], "test=true",
+                               f"checkpoint={tmp_path}/checkpoints/best.pt", "play_episodes=4"])
     play_env, _ = build_env_and_scheduler(play_cfg)
     assert play_env.num_envs == 4
     result = play(play_cfg, play_env, str(tmp_path / "checkpoints" / "best.pt"))

@@ -232,23 +232,79 @@ def test_set_active_out_of_range(env, n):
 # ----------------------------------------------------------------------------------- make_env / make(sim=...)
 
 
-def _install_fake_isaacgym(monkeypatch, with_envs=True):
-    """Put fake isaacgym (and isaacgymenvs, whose make records its kwargs) into sys.modules."""
+# IsaacGymEnvs' config, in miniature but in its own form: the device keys at the top, the task's numEnvs and
+# pipeline flags interpolated from them (as isaacgymenvs/cfg/config.yaml and task/Ant.yaml do)
+FAKE_CONFIG = """
+task_name: ${task.name}
+num_envs: ''
+seed: 42
+pipeline: gpu
+sim_device: cuda:0
+rl_device: cuda:0
+graphics_device_id: 0
+defaults:
+  - task: Ant
+  - _self_
+"""
+FAKE_TASK = """
+name: {name}
+env:
+  numEnvs: ${{resolve_default:4096,${{...num_envs}}}}
+  episodeLength: 1000
+  powerScale: 1.0
+  headingWeight: 0.5
+sim:
+  dt: 0.0166
+  substeps: 2
+  use_gpu_pipeline: ${{eq:${{...pipeline}},"gpu"}}
+  physx:
+    use_gpu: ${{contains:"cuda",${{....sim_device}}}}
+task:
+  randomize: false
+"""
+FAKE_INIT = """
+from omegaconf import OmegaConf
+
+for name, fn in (("eq", lambda x, y: x.lower() == y.lower()), ("contains", lambda x, y: x.lower() in y.lower()),
+                 ("resolve_default", lambda default, arg: default if arg == "" else arg)):
+    if not OmegaConf.has_resolver(name):
+        OmegaConf.register_new_resolver(name, fn)
+CALLS = []
+MAKE_VECTASK = None
+
+
+def make(**kwargs):
+    CALLS.append(kwargs)
+    return MAKE_VECTASK(num_envs=kwargs["num_envs"])
+"""
+
+
+def _install_fake_isaacgym(monkeypatch, tmp_path, with_envs=True):
+    """Put fake isaacgym (and an isaacgymenvs package on disk, with its cfg/ and a make that records its kwargs)
+    into sys.modules."""
     monkeypatch.setitem(sys.modules, "isaacgym", types.ModuleType("isaacgym"))
     if not with_envs:
         monkeypatch.delitem(sys.modules, "isaacgymenvs", raising=False)
         return None
-    calls = []
-    mod = types.ModuleType("isaacgymenvs")
-    mod.__spec__ = importlib.machinery.ModuleSpec("isaacgymenvs", None)
-
-    def fake_make(**kwargs):
-        calls.append(kwargs)
-        return FakeVecTask(num_envs=kwargs["num_envs"])
-
-    mod.make = fake_make
+    package = tmp_path / "fake_site" / "isaacgymenvs"
+    (package / "cfg" / "task").mkdir(parents=True)
+    (package / "__init__.py").write_text(FAKE_INIT)
+    (package / "cfg" / "config.yaml").write_text(FAKE_CONFIG)
+    for name in ("Ant", "Humanoid"):
+        (package / "cfg" / "task" / f"{name}.yaml").write_text(FAKE_TASK.format(name=name))
+    spec = importlib.util.spec_from_file_location("isaacgymenvs", str(package / "__init__.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.MAKE_VECTASK = FakeVecTask
     monkeypatch.setitem(sys.modules, "isaacgymenvs", mod)
-    return calls
+    return mod.CALLS
+
+
+def _task(calls):
+    """The task config the last isaacgymenvs.make call was given, resolved."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(calls[-1]["cfg"].task, resolve=True)
 
 
 @pytest.fixture
@@ -282,16 +338,16 @@ def test_make_env_isaacgym_installed_but_imported_after_torch(no_isaacgym, monke
     assert "before `import torch`" in str(info.value)
 
 
-def test_make_isaacgym_without_isaacgymenvs(monkeypatch):
-    _install_fake_isaacgym(monkeypatch, with_envs=False)
+def test_make_isaacgym_without_isaacgymenvs(monkeypatch, tmp_path):
+    _install_fake_isaacgym(monkeypatch, tmp_path, with_envs=False)
     assert importlib.util.find_spec("isaacgymenvs") is None
     with pytest.raises(UserError) as info:
         make("Ant", 8, sim="isaacgym")
     assert "IsaacGymEnvs" in str(info.value)
 
 
-def test_make_isaacgym_with_fake_modules(monkeypatch):
-    calls = _install_fake_isaacgym(monkeypatch)
+def test_make_isaacgym_with_fake_modules(monkeypatch, tmp_path):
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
     env = make("Ant", 8, sim="isaacgym", seed=3, device="cpu")
     assert isinstance(env, IsaacGymVecEnv)
     assert len(calls) == 1
@@ -299,41 +355,56 @@ def test_make_isaacgym_with_fake_modules(monkeypatch):
     assert kwargs["task"] == "Ant"
     assert kwargs["num_envs"] == 8
     assert kwargs["seed"] == 3
-    assert kwargs["headless"] is True
+    assert kwargs["headless"] is True and kwargs["force_render"] is False
     assert kwargs["graphics_device_id"] == -1
     assert kwargs["sim_device"] == "cpu"
     assert kwargs["rl_device"] == "cpu"
+    task = _task(calls)
+    assert task["env"]["numEnvs"] == 8 and task["env"]["episodeLength"] == 1000  # IsaacGymEnvs' own values
+    assert task["sim"]["use_gpu_pipeline"] is True and task["sim"]["physx"]["use_gpu"] is False
     assert env.num_envs == 8
     assert env.reset()["obs"].shape == (8, 2)
 
 
-def test_make_env_with_fake_modules(monkeypatch):
-    calls = _install_fake_isaacgym(monkeypatch)
+def test_every_changed_task_value_and_device_key_reaches_isaacgymenvs(monkeypatch, tmp_path):
+    """What a user types on our command line (task.env.*, task.sim.*, sim_device, pipeline, ...) is what
+    IsaacGymEnvs builds its task from; the MuJoCo port's own keys stay here."""
+    from isaac_ppo.envs.make import load_task_config
+
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
+    ours = load_task_config("Ant")
+    ours.env.episodeLength = 200
+    ours.env.powerScale = 0.5
+    ours.sim.substeps = 4
+    ours.mujoco.timestep = 0.001  # the port's own: not IsaacGymEnvs'
+    options = {"sim_device": "cuda:1", "pipeline": "cpu", "graphics_device_id": 2, "headless": False,
+               "force_render": True}
+    make("Ant", 16, sim="isaacgym", seed=1, device="cuda:0", task_cfg=ours, isaacgym_options=options)
+    kwargs, task = calls[-1], _task(calls)
+    assert (kwargs["sim_device"], kwargs["rl_device"], kwargs["graphics_device_id"]) == ("cuda:1", "cuda:0", 2)
+    assert kwargs["headless"] is False and kwargs["force_render"] is True
+    assert task["env"] == {"numEnvs": 16, "episodeLength": 200, "powerScale": 0.5, "headingWeight": 0.5}
+    assert task["sim"]["substeps"] == 4 and task["sim"]["dt"] == 0.0166
+    assert task["sim"]["use_gpu_pipeline"] is False and task["sim"]["physx"]["use_gpu"] is True
+    assert "mujoco" not in task
+    # a key IsaacGymEnvs' task does not have: one line naming it
+    ours.env.madeUp = 1
+    with pytest.raises(UserError, match=r"IsaacGymEnvs' config for Ant refused .*task.env.madeUp=1"):
+        make("Ant", 16, sim="isaacgym", task_cfg=ours)
+
+
+def test_make_env_with_fake_modules(monkeypatch, tmp_path):
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
     env = isaacgym_backend.make_env("Humanoid", 16, 7, "cpu")
     assert isinstance(env, IsaacGymVecEnv)
-    assert calls == [
-        dict(
-            seed=7,
-            task="Humanoid",
-            num_envs=16,
-            sim_device="cpu",
-            rl_device="cpu",
-            graphics_device_id=-1,
-            headless=True,
-        )
-    ]
+    kwargs = {k: v for k, v in calls[0].items() if k != "cfg"}
+    assert kwargs == dict(seed=7, task="Humanoid", num_envs=16, sim_device="cpu", rl_device="cpu",
+                          graphics_device_id=-1, headless=True, force_render=False)
+    assert _task(calls)["name"] == "Humanoid" and _task(calls)["env"]["numEnvs"] == 16
 
 
-def test_make_isaacgym_refuses_task_overrides(monkeypatch):
-    calls = _install_fake_isaacgym(monkeypatch)
-    with pytest.raises(UserError) as info:
-        make("Ant", 8, sim="isaacgym", episodeLength=10)
-    assert "episodeLength" in str(info.value)
-    assert calls == []
-
-
-def test_make_isaacgym_bad_num_envs(monkeypatch):
-    calls = _install_fake_isaacgym(monkeypatch)
+def test_make_isaacgym_bad_num_envs(monkeypatch, tmp_path):
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
     with pytest.raises(InputError):
         make("Ant", 0, sim="isaacgym")
     assert calls == []
@@ -346,8 +417,8 @@ def test_resolve_sim_auto_is_mujoco_here(no_isaacgym, monkeypatch):
     assert make_module.resolve_sim("auto") == "mujoco"
 
 
-def test_resolve_sim_auto_needs_cuda_as_well(monkeypatch):
-    _install_fake_isaacgym(monkeypatch)
+def test_resolve_sim_auto_needs_cuda_as_well(monkeypatch, tmp_path):
+    _install_fake_isaacgym(monkeypatch, tmp_path)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert make_module.resolve_sim("auto") == "mujoco"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -1,0 +1,78 @@
+"""IsaacGymEnvs' top-level keys, as its users type them, and what each means here.
+
+- ``rl_device`` is IsaacGymEnvs' name for ``device`` (where the learner runs): given, it sets ``device``.
+- ``sim_device``, ``pipeline``, ``graphics_device_id``, ``headless``, ``force_render``: passed to IsaacGymEnvs on
+  ``sim=isaacgym``; on MuJoCo (physics on the CPU, no viewer) they mean nothing, and a run that sets them says so
+  in one note line each rather than ignoring them in silence.
+- ``torch_deterministic`` and ``seed=-1`` are applied when the run starts (isaac_ppo/train.py): deterministic
+  torch algorithms, and a random seed drawn, printed and recorded in config.yaml.
+- ``train=NAME`` is an alias of ``agent=NAME`` on the command line (isaac_ppo/train.py).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig
+
+# keys only Isaac Gym reads: passed to isaacgymenvs.make
+ISAACGYM_OPTIONS = ("sim_device", "pipeline", "graphics_device_id", "headless", "force_render")
+
+
+def translate(resolved: Dict[str, Any]) -> Dict[str, Any]:
+    """The resolved config with IsaacGymEnvs' names mapped onto ours (rl_device -> device)."""
+    if resolved.get("rl_device"):
+        return dict(resolved, device=resolved["rl_device"])
+    return resolved
+
+
+def isaacgym_options(cfg: DictConfig) -> Dict[str, Any]:
+    """The device keys isaacgymenvs.make is given (None: its default here, see isaac_ppo/envs/isaacgym.py)."""
+    return {key: cfg[key] for key in ISAACGYM_OPTIONS}
+
+
+def notes(cfg: DictConfig, backend: str) -> List[str]:
+    """One line for each IsaacGymEnvs key this run sets that means nothing on its backend."""
+    if backend == "isaacgym":
+        return []
+    where = f"MuJoCo's physics runs on the CPU here (the learner on device={cfg.device})"
+    viewer = "MuJoCo has no viewer here (capture_video=true films env 0 offscreen)"
+    out = []
+    if cfg.sim_device not in (None, "cpu"):
+        out.append(f"sim_device={cfg.sim_device} is Isaac Gym's: {where}")
+    if cfg.pipeline == "gpu":
+        out.append(f"pipeline=gpu is Isaac Gym's: {where}, one copy to device per step")
+    if cfg.graphics_device_id is not None:
+        out.append(f"graphics_device_id={cfg.graphics_device_id} is Isaac Gym's: {viewer}")
+    if not cfg.headless:
+        out.append(f"headless=false: {viewer}")
+    if cfg.force_render:
+        out.append(f"force_render=true is Isaac Gym's: {viewer}")
+    return out
+
+
+def make_deterministic() -> None:
+    """torch_deterministic=true, as IsaacGymEnvs' set_seed does: deterministic algorithms (an op without one
+    raises), cuDNN without autotuning, cuBLAS with a fixed workspace."""
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True)
+
+
+def draw_seed() -> int:
+    """seed=-1: a random seed (IsaacGymEnvs draws from [0, 10000]; a wider range makes collisions rare)."""
+    return secrets.randbelow(2**31)
+
+
+def saved_seed(checkpoint_path: Optional[str]) -> Optional[int]:
+    """The seed in config.yaml of the run a checkpoint belongs to (resuming with seed=-1 continues its seed)."""
+    from omegaconf import OmegaConf
+
+    if not checkpoint_path:
+        return None
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(checkpoint_path))), "config.yaml")
+    return int(OmegaConf.load(path).seed) if os.path.isfile(path) else None
