@@ -20,6 +20,9 @@
 # Caches: Isaac Gym's gymtorch compiles a torch extension into TORCH_EXTENSIONS_DIR at first import, and
 # matplotlib wants a writable MPLCONFIGDIR. Under `docker run --user UID`, apptainer or enroot the process is
 # not the image's user and its home is not writable: such a directory then moves to ${TMPDIR:-/tmp}.
+#
+# Files in a mounted runs/ belong to the uid the container runs as: `docker run --user "$(id -u):$(id -g)"`
+# makes them yours (docker/build_and_run_cpu.sh checks it). When runs/ is not writable, one line says so.
 set -euo pipefail
 
 writable_or_tmp() {  # VAR NAME: keep $VAR if it is (or can be made) a writable directory, else a per-user tmp dir
@@ -119,4 +122,18 @@ for default in ${command_and_defaults[@]+"${command_and_defaults[@]:1}"}; do
   fi
 done
 argv+=(${overrides[@]+"${overrides[@]}"})
+
+# A mounted runs/ this uid cannot write (`docker run` without --user on a folder the image's user does not
+# own): training stops with "runs_dir=runs cannot be written"; say which uid owns it and how to run as it.
+runs_dir_set=false
+for word in ${overrides[@]+"${overrides[@]}"}; do
+  if [ "$(key_of "$word")" = runs_dir ]; then
+    runs_dir_set=true
+  fi
+done
+if [ "$runs_dir_set" = false ] && [ -d runs ] && [ ! -w runs ]; then
+  echo "isaac-ppo-entrypoint: $PWD/runs (owner $(stat -c %u:%g runs)) is not writable by uid $(id -u):" \
+       "run the container as the folder's owner (docker run --user \"\$(id -u):\$(id -g)\" ...)," \
+       "or build the image with --build-arg USER_UID=\$(id -u)" >&2
+fi
 launch "${argv[@]}"

@@ -75,7 +75,7 @@ class SyncCollector:
             if deferred is not None:
                 buf.rewards[t - 1] += self.gamma * buf.values[t] * deferred
             obs_dict, rewards, resets, extras = env.step(actions)
-            self.tracker.update(rewards, resets, extras.get("diverged_envs"))
+            self.tracker.update(rewards, resets, extras.get("diverged_envs"), extras.get("reward_terms"))
             time_outs = extras["time_outs"]
             if "final_obs" in extras:
                 # a truncated episode would have gone on: bootstrap its value from the observation that ended it

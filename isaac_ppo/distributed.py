@@ -126,10 +126,14 @@ class Local:
         def mean(total: float, count: float) -> float:
             return total / count if count else float("nan")
 
+        names = sorted(info.get("reward_terms", {}))  # (the same task on every rank: the same terms)
+        terms = self.sum(torch.tensor([weighted(info["reward_terms"][name], episodes) for name in names],
+                                      dtype=torch.float64)).tolist() if names else []
         return dict(info, episodes=int(sums[0]), batch_mean_return=mean(sums[1], sums[0]),
                     batch_mean_length=mean(sums[2], sums[0]), window_episodes=int(sums[3]),
                     window_mean_return=mean(sums[4], sums[3]), window_mean_length=mean(sums[5], sums[3]),
-                    diverged=int(sums[6]))
+                    diverged=int(sums[6]),
+                    reward_terms={name: mean(total, sums[0]) for name, total in zip(names, terms)})
 
     def digests(self, tensors: Sequence[torch.Tensor]) -> List[str]:
         """Each rank's SHA-256 of the given tensors' bytes, in rank order: equal digests mean bit-identical state."""

@@ -2,6 +2,9 @@
 
   isaac-ppo-train task=Ant test=true checkpoint=runs/Ant/<date>/checkpoints/best.pt [capture_video=true]
       [save_probe_set=PATH]
+
+checkpoint=*.pth plays an rl-games checkpoint (IsaacGymEnvs' runs/<name>/nn/) the same way
+(isaac_ppo/io/rlgames_checkpoint.py).
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from isaac_ppo.build import build_model
 from isaac_ppo.diagnostics import probe_set
 from isaac_ppo.errors import UserError
 from isaac_ppo.evaluate import first_episodes, mean_action, summarise
-from isaac_ppo.io import checkpoint
+from isaac_ppo.io import checkpoint, rlgames_checkpoint
 from isaac_ppo.video import VideoRecorder
 
 
@@ -24,11 +27,15 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
     with video_path, also record env 0 (up to its first 1000 steps) to that mp4; with cfg.save_probe_set, also
     save diagnostics.samples of the observations played (diagnostics/probe_set.py)."""
     device = torch.device(cfg.device)
-    state = checkpoint.load(checkpoint_path, device)
-    if (state["num_obs"], state["num_actions"]) != (env.num_obs, env.num_actions):
-        raise UserError(f"checkpoint {checkpoint_path} is for {state['task']}, not {cfg.task.name}: play with task={state['task']}")
-    model = build_model(cfg, env, device)
-    checkpoint.load_model(model, state, checkpoint_path)
+    if rlgames_checkpoint.is_rl_games_path(checkpoint_path):
+        model = build_model(cfg, env, device)
+        rlgames_checkpoint.load_model(model, checkpoint_path, env, cfg.task.name, device)
+    else:
+        state = checkpoint.load(checkpoint_path, device)
+        if (state["num_obs"], state["num_actions"]) != (env.num_obs, env.num_actions):
+            raise UserError(f"checkpoint {checkpoint_path} is for {state['task']}, not {cfg.task.name}: play with task={state['task']}")
+        model = build_model(cfg, env, device)
+        checkpoint.load_model(model, state, checkpoint_path)
     model.eval()
     recorder = VideoRecorder(env, video_path) if video_path else None
     policy = mean_action(model)

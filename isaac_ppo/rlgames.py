@@ -217,7 +217,7 @@ def _vec_env_class() -> Any:
 
         def step(self, actions: Any) -> Any:
             obs_dict, rewards, resets, extras = self.env.step(actions)
-            self.tracker.update(rewards, resets, extras.get("diverged_envs"))
+            self.tracker.update(rewards, resets, extras.get("diverged_envs"), extras.get("reward_terms"))
             self.diverged += int(extras.get("diverged", 0))
             return obs_dict, rewards, resets, extras
 
@@ -364,11 +364,11 @@ class RlGamesPolicy:
         training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad():
-                mu, sigma, value, _ = self.model.a2c_network({"obs": self.model.norm_obs(obs)})
+            with torch.no_grad():  # (its network returns the log-std: the model takes exp() of it)
+                mu, log_std, value, _ = self.model.a2c_network({"obs": self.model.norm_obs(obs)})
         finally:
             self.model.train(training)
-        return mu, torch.log(sigma), value
+        return mu, log_std, value
 
 
 def last_checkpoint(nn_dir: Optional[str]) -> Optional[str]:

@@ -54,6 +54,8 @@ class MujocoTask:
         self.clip_actions = float(env.get("clipActions", 1.0))
         self.clip_obs = float(env.get("clipObservations", math.inf))
         self.power_scale = float(env.get("powerScale", 1.0))
+        # compute_reward's decomposition of the step's reward (term -> per-env tensor; the terms sum to it)
+        self.reward_terms: Dict[str, torch.Tensor] = {}
         self.dt = float(cfg["sim"]["dt"])  # the control step, as the task's rewards use it
         sim = cfg["mujoco"]
         self.substeps = int(sim["substeps"])
@@ -167,6 +169,9 @@ class MujocoTask:
             "final_obs": packed[:, num_obs : 2 * num_obs],
             "diverged": diverged_count,
             "diverged_envs": diverged.to(self.device),
+            # (a diverged simulation's terms are zero, as its reward)
+            "reward_terms": {name: term.masked_fill(diverged, 0.0).to(self.device)
+                             for name, term in self.reward_terms.items()},
         }
         return {"obs": packed[:, :num_obs]}, packed[:, 2 * num_obs], packed[:, 2 * num_obs + 1].bool(), extras
 

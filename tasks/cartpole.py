@@ -30,7 +30,14 @@ class Cartpole(MujocoTask):
         return torch.stack((qpos[:, 0], qvel[:, 0], qpos[:, 1], qvel[:, 1]), dim=1).float()
 
     def compute_reward(self, obs: torch.Tensor, sel: Selection) -> Tuple[torch.Tensor, torch.Tensor]:
-        return cartpole_reward(obs, self.reset_dist)
+        reward, terminated = cartpole_reward(obs, self.reset_dist)
+        _, cart_vel, angle, pole_vel = obs.unbind(dim=1)
+        upright = (~terminated).to(reward.dtype)  # a terminal step's reward is -2 alone
+        self.reward_terms = {
+            "alive": upright, "pole_angle": -angle * angle * upright, "cart_velocity": -0.01 * cart_vel.abs() * upright,
+            "pole_velocity": -0.005 * pole_vel.abs() * upright, "death": (1.0 - upright) * -2.0,
+        }
+        return reward, terminated
 
     def reset_state(self, ids: torch.Tensor) -> None:
         k = ids.numel()

@@ -100,6 +100,13 @@ class LocomotionTask(MujocoTask):
         )
         fallen = obs[:, 0] < self.termination_height
         reward = torch.where(fallen, torch.full_like(reward, self.death_cost), reward)
+        standing = (~fallen).to(reward.dtype)  # a fall's reward is deathCost alone
+        self.reward_terms = {
+            "progress": progress * standing, "alive": standing * self.alive_reward, "up": up * standing,
+            "heading": heading * standing, "actions": -self.actions_cost * actions_cost * standing,
+            "energy": -self.energy_cost * electricity * standing, "joint_limits": -at_limit * standing,
+            "death": (1.0 - standing) * self.death_cost,
+        }
         return reward, fallen
 
     def joint_limit_cost(self, dof_pos_scaled: torch.Tensor) -> torch.Tensor:

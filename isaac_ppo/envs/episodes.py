@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 import torch
 
@@ -15,7 +15,8 @@ from isaac_ppo.errors import DivergedError
 
 class EpisodeTracker:
     """Running return and length per env; totals over the episodes finished since the last drain; and a window
-    of the last `window` finished episodes (over all envs), rl-games' `games_to_track`."""
+    of the last `window` finished episodes (over all envs), rl-games' `games_to_track`. With the env's reward
+    terms (extras["reward_terms"]), also each term's sum per finished episode (legged_gym's Episode/rew_*)."""
 
     def __init__(self, num_envs: int, device: Union[str, torch.device] = "cpu", window: int = 100):
         self.device = torch.device(device)
@@ -28,10 +29,15 @@ class EpisodeTracker:
         self.recent_returns = torch.zeros(self.window + 1, dtype=torch.float64, device=self.device)
         self.recent_lengths = torch.zeros(self.window + 1, dtype=torch.float64, device=self.device)
         self.recent_count = torch.zeros((), dtype=torch.long, device=self.device)  # episodes ever put in
+        # the reward terms, from the first step that reports them: names, running sums (envs x terms), totals
+        self.term_names: List[str] = []
+        self.term_running = torch.zeros(num_envs, 0, dtype=torch.float64, device=self.device)
+        self._term_sums = torch.zeros(0, dtype=torch.float64, device=self.device)
 
-    def update(self, rewards: torch.Tensor, resets: torch.Tensor, excluded: Optional[torch.Tensor] = None) -> None:
+    def update(self, rewards: torch.Tensor, resets: torch.Tensor, excluded: Optional[torch.Tensor] = None,
+               terms: Optional[Mapping[str, torch.Tensor]] = None) -> None:
         """Account one step of the first len(rewards) envs (the active ones). Episodes ending where `excluded` is
-        true (a diverged simulation's) are reset but counted in no statistic."""
+        true (a diverged simulation's) are reset but counted in no statistic. `terms`: the reward's terms."""
         n = rewards.shape[0]
         ret, length = self.running_return[:n], self.running_length[:n]
         ret += rewards
@@ -43,8 +49,21 @@ class EpisodeTracker:
         self._sums[1] += (ret * done_f).sum()
         self._sums[2] += (length.to(torch.float64) * done_f).sum()
         self._remember(done, ret, length)
+        if terms:
+            self._add_terms(terms, n, done_f, ended)
         ret.masked_fill_(ended, 0.0)
         length.masked_fill_(ended, 0)
+
+    def _add_terms(self, terms: Mapping[str, torch.Tensor], n: int, done_f: torch.Tensor, ended: torch.Tensor) -> None:
+        if not self.term_names:
+            self.term_names = list(terms)
+            self.term_running = torch.zeros(self.running_return.shape[0], len(terms), dtype=torch.float64,
+                                            device=self.device)
+            self._term_sums = torch.zeros(len(terms), dtype=torch.float64, device=self.device)
+        running = self.term_running[:n]
+        running += torch.stack([terms[name] for name in self.term_names], dim=1).to(torch.float64)
+        self._term_sums += (running * done_f[:, None]).sum(dim=0)
+        running.masked_fill_(ended[:, None], 0.0)
 
     def _remember(self, done: torch.Tensor, ret: torch.Tensor, length: torch.Tensor) -> None:
         """Put the episodes that end now into the window, in env order; when more than `window` end at once,
@@ -57,13 +76,18 @@ class EpisodeTracker:
         self.recent_lengths.scatter_(0, slot, length.to(torch.float64))
         self.recent_count += ended
 
-    def drain(self) -> Dict[str, float]:
-        """Episodes finished since the last drain: count, mean return, mean length (nan when none)."""
+    def drain(self) -> Dict[str, Any]:
+        """Episodes finished since the last drain: count, mean return, mean length, and each reward term's mean
+        sum per episode (nan when none finished)."""
         count, ret, length = self._sums.tolist()
+        terms = self._term_sums.tolist()
         self._sums.zero_()
+        self._term_sums.zero_()
         if count == 0:
-            return {"episodes": 0, "mean_return": math.nan, "mean_length": math.nan}
-        return {"episodes": int(count), "mean_return": ret / count, "mean_length": length / count}
+            return {"episodes": 0, "mean_return": math.nan, "mean_length": math.nan,
+                    "terms": {name: math.nan for name in self.term_names}}
+        return {"episodes": int(count), "mean_return": ret / count, "mean_length": length / count,
+                "terms": {name: total / count for name, total in zip(self.term_names, terms)}}
 
     def recent(self) -> Dict[str, float]:
         """The window: mean return and length of the last `window` finished episodes (fewer before that many
@@ -88,10 +112,13 @@ class EpisodeTracker:
             "episodes": finished["episodes"], "batch_mean_return": finished["mean_return"],
             "batch_mean_length": finished["mean_length"], "window_episodes": window["episodes"],
             "window_mean_return": window["mean_return"], "window_mean_length": window["mean_length"],
+            "reward_terms": finished["terms"],
         }
 
-    def state_dict(self) -> Dict[str, torch.Tensor]:
-        return {name: getattr(self, name).clone() for name in self._STATE}
+    def state_dict(self) -> Dict[str, Any]:
+        state: Dict[str, Any] = {name: getattr(self, name).clone() for name in self._STATE}
+        state["term_names"] = list(self.term_names)
+        return state
 
     def load_state_dict(self, state: Dict[str, torch.Tensor]) -> None:
         for name in ("running_return", "running_length", "_sums"):
@@ -100,8 +127,13 @@ class EpisodeTracker:
             for name in ("recent_returns", "recent_lengths", "recent_count"):
                 getattr(self, name).copy_(state[name])
         # (else a checkpoint from before the window, or with another window size: the window starts empty)
+        if state.get("term_names"):
+            self.term_names = list(state["term_names"])
+            self.term_running = state["term_running"].to(self.device).clone()
+            self._term_sums = state["_term_sums"].to(self.device).clone()
 
-    _STATE = ("running_return", "running_length", "_sums", "recent_returns", "recent_lengths", "recent_count")
+    _STATE = ("running_return", "running_length", "_sums", "recent_returns", "recent_lengths", "recent_count",
+              "term_running", "_term_sums")
 
 
 class DivergenceLimit:

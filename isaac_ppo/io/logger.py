@@ -50,6 +50,8 @@ def iteration_row(iteration: int, env_steps: int, wall_s: float, plan: Any, batc
     }
     if wait_s is not None:  # the loop's own wait for its batch (rl-games does not report it)
         row["wait_s"] = round(wait_s, 4)
+    if episodes["episodes"] and episodes.get("reward_terms"):  # each term's mean sum over those episodes
+        row["reward_terms"] = dict(episodes["reward_terms"])
     return row
 
 
@@ -111,6 +113,8 @@ class RunLogger:
                     self.writer.add_scalar(tag, value, step)
             for key, value in row.get("diagnostics", {}).items():
                 self.writer.add_scalar("diagnostics/" + key, value, step)
+            for key, value in row.get("reward_terms", {}).items():  # legged_gym's and Isaac Lab's tags
+                self.writer.add_scalar("episode/rew_" + key, value, step)
             evaluation = row.get("eval", {})
             self._evaluation("eval/", evaluation, step)
             self._evaluation("eval_stochastic/", evaluation.get("stochastic", {}), step)

@@ -8,7 +8,8 @@ The golden file was written by the code before the house refactor (issue 16), an
 when issue 17 renamed the training statistics (mean_return and mean_length, each env's last finished episode,
 gave way to the window_* and batch_* keys): every value the old and new files share was unchanged to 1e-4;
 and again when gradient kurtosis became the mean over the update's optimizer steps (it was the first step's):
-the grad_kurtosis_* values alone changed (and std_ratio_min was added).
+the grad_kurtosis_* values alone changed (and std_ratio_min was added); and again when rows gained the
+reward terms of their episodes (reward_terms.*, added; nothing else changed).
 
 Every logged value but wall-clock timings is compared: returns, lengths, losses, KL, lr, plans, diagnostics.
 On a CPU whose torch kernels are the ones the file was written with (torch's cpu capability, e.g. AVX512) the

@@ -6,6 +6,7 @@ import csv
 import glob
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ REPORT = os.path.join(BIN, "isaac-ppo-report")
 # the same tiny Cartpole for both agents: 64 envs x 16 steps, 4 minibatches of 256, 3 iterations; evaluated
 # after the second iteration (2048 env steps) and at the end, on 16 envs
 SMALL = ["task=Cartpole", "sim=mujoco", "max_iterations=3", "num_envs=64", "agent.minibatch_size=256",
-         "eval.interval=2048", "eval.num_envs=16"]
+         "eval.interval=2048", "eval.num_envs=16", "eval.stochastic=true"]
 MISSING = "isaac-ppo-train: agent=rl_games needs rl-games: pip install 'isaac-ppo[rl_games]'"
 
 
@@ -76,6 +77,8 @@ def test_rl_games_trains_our_env_and_writes_our_metrics_and_its_outputs(runs):
     evaluation = rows[1]["eval"]
     assert evaluation["env_steps"] == 2048 and evaluation["policy_version"] == 2 and evaluation["episodes"] == 16
     assert evaluation["return_ci95"][0] <= evaluation["return_iqm"] <= evaluation["return_ci95"][1]
+    sampled = evaluation["stochastic"]  # rl-games' sampled actions: its log-std, as its model samples them
+    assert sampled["episodes"] == 16 and math.isfinite(sampled["return_mean"]) and sampled["return_mean"] > 0
     assert rows[0]["wall_s"] < rows[1]["wall_s"] < rows[2]["wall_s"]
 
     summary = read_summary(run_dir)

@@ -260,3 +260,48 @@ def test_set_active_steps_only_the_leading_envs():
     assert obs.shape == (32, 60)
     env.step(torch.zeros(32, 8))
     assert env.progress[8:].tolist() == [1] * 24
+
+
+# the reward's terms each task reports (extras["reward_terms"]), as IsaacGymEnvs' reward functions add them up
+TERMS = {
+    "Cartpole": ["alive", "pole_angle", "cart_velocity", "pole_velocity", "death"],
+    "Ant": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
+    "Humanoid": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
+}
+
+
+@pytest.mark.parametrize("task", sorted(TERMS))
+def test_reward_terms_add_up_to_the_reward_on_every_step_falls_included(task):
+    env = make(task, 16, sim="mujoco", seed=2)
+    env.reset()
+    generator = torch.Generator().manual_seed(0)
+    deaths = 0
+    for t in range(120):  # strong random actions: poles drop; robots are put on the ground (torso at 0.1 m)
+        if task != "Cartpole" and t % 30 == 29:
+            env.qpos[:4, 2] = 0.1
+        actions = 2 * torch.rand(16, env.num_actions, generator=generator) - 1
+        _, rew, resets, extras = env.step(actions)
+        terms = extras["reward_terms"]
+        assert list(terms) == TERMS[task]
+        total = torch.stack(list(terms.values())).sum(dim=0)
+        torch.testing.assert_close(total, rew, rtol=1e-5, atol=1e-5)
+        dead = terms["death"] != 0
+        deaths += int(dead.sum())
+        assert bool(resets[dead].all())  # a death term only on a terminal step, where it is the whole reward
+        torch.testing.assert_close(rew[dead], terms["death"][dead])
+    assert deaths > 0
+
+
+def test_reward_terms_per_finished_episode_sum_to_its_return():
+    from isaac_ppo.envs.episodes import EpisodeTracker
+
+    env = make("Ant", 32, sim="mujoco", seed=1, episodeLength=15)
+    tracker = EpisodeTracker(32)
+    env.reset()
+    for _ in range(31):  # two whole episodes per env
+        _, rew, resets, extras = env.step(torch.zeros(32, 8))
+        tracker.update(rew, resets, extras["diverged_envs"], extras["reward_terms"])
+    stats = tracker.statistics()
+    assert stats["episodes"] == 64
+    assert sum(stats["reward_terms"].values()) == pytest.approx(stats["batch_mean_return"], rel=1e-6)
+    assert stats["reward_terms"]["alive"] == pytest.approx(15 * 0.5)  # 0.5 a step, 15 steps, nobody falls

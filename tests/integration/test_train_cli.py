@@ -63,7 +63,8 @@ def test_outputs_metrics_tensorboard_config_checkpoints(tmp_path):
     events.Reload()
     tags = set(events.Tags()["scalars"])
     for tag in ("loss/actor", "loss/critic", "policy/kl", "policy/lr", "fps/collect", "fps/update", "fps/total",
-                "train/return_window", "train/length_window", "train/episodes"):
+                "train/return_window", "train/length_window", "train/episodes", "episode/rew_alive",
+                "episode/rew_pole_angle", "episode/rew_death"):
         assert tag in tags, tag
     assert [e.step for e in events.Scalars("loss/actor")] == [r["env_steps"] for r in rows]
 
@@ -106,7 +107,8 @@ def test_sigterm_saves_a_checkpoint_and_resume_auto_finishes_the_run(tmp_path):
 def test_play_mode_reports_mean_return_and_length(tmp_path):
     train_in_process(tmp_path / "runs", *SMALL, "max_iterations=2", "experiment=p")
     (run_dir,) = run_dirs(tmp_path, "p")
-    result = train(tmp_path, *SMALL, "test=true", "play_episodes=5",
+    # (play's envs: num_envs when given, as IsaacGymEnvs plays, else play_episodes)
+    result = train(tmp_path, *[o for o in SMALL if not o.startswith("num_envs=")], "test=true", "play_episodes=5",
                    f"checkpoint={os.path.join(run_dir, 'checkpoints', 'last.pt')}")
     assert result.returncode == 0, result.stderr
     assert "5 episodes (one per env, from reset): mean return" in result.stdout, result.stdout
@@ -123,7 +125,8 @@ def test_play_mode_records_a_video_of_env_0(tmp_path):
 
     train_in_process(tmp_path / "runs", *SMALL, "max_iterations=1", "experiment=v")
     (run_dir,) = run_dirs(tmp_path, "v")
-    result = train(tmp_path, *SMALL, "test=true", "play_episodes=2", "capture_video=true", "experiment=v",
+    result = train(tmp_path, *[o for o in SMALL if not o.startswith("num_envs=")], "test=true", "play_episodes=2",
+                   "capture_video=true", "experiment=v",
                    f"checkpoint={os.path.join(run_dir, 'checkpoints', 'last.pt')}")
     assert result.returncode == 0, result.stderr
     (video,) = glob.glob(str(tmp_path / "runs" / "v" / "*" / "play.mp4"))

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -80,7 +81,7 @@ class Dockerfile:
                     self.stage_names[words[2]] = stage
             elif keyword == "ARG" and stage < 0:
                 name, _, default = args.partition("=")
-                self.global_args[name] = default
+                self.global_args[name] = self.expand(default, self.global_args)  # may name an earlier ARG
             self.instructions.append(Instruction(keyword, args, start, stage))
         assert not pending, f"{path}: the last instruction ends with a line continuation"
 
@@ -366,6 +367,21 @@ def test_cpu_image_is_slim_python_with_cpu_torch_and_osmesa(cpu: Dockerfile) -> 
     assert re.search(r"pip install[^&]*/opt/isaac-ppo/src\[video\]", runs)
 
 
+def test_cpu_image_takes_its_base_as_a_build_arg_and_pip_cert_as_a_secret_it_does_not_keep(cpu: Dockerfile) -> None:
+    """docker/build_and_run_cpu.sh builds on a base it imports (no registry) and gives pip the host's CA bundle
+    as the pip_cert secret: mounted while pip runs, never copied, never in ENV or a build arg."""
+    (from_line,) = cpu.of("FROM")
+    assert from_line.args == "${BASE_IMAGE}" and cpu.base_image().startswith("python:")
+    pip_runs = [i for i in cpu.of("RUN") if "pip install" in i.args]
+    assert pip_runs
+    for run in pip_runs:
+        assert run.args.startswith("--mount=type=secret,id=pip_cert "), run
+        assert "export PIP_CERT=/run/secrets/pip_cert" in run.args, run
+    assert "PIP_CERT" not in cpu.variables()
+    for copy in cpu.of("COPY") + cpu.of("ADD"):
+        assert not any(re.search(r"\.(crt|pem)$|cert", s) for s in copy.operands()), copy
+
+
 # --- build context -----------------------------------------------------------------------------------------
 
 def dockerignore_patterns() -> List[str]:
@@ -520,6 +536,46 @@ def test_entrypoint_moves_an_unwritable_torch_extensions_dir_to_tmp(tmp_path: Pa
     assert result.stdout.strip() == str(writable) and writable.is_dir()
 
 
+def test_entrypoint_names_the_owner_of_a_runs_folder_it_cannot_write() -> None:
+    """`docker run` without --user on a mounted runs/ the image's user does not own: one line says whose it is
+    and how to run as its owner; the command still runs (and fails on its own when it writes there)."""
+    place = Path(tempfile.mkdtemp(prefix="isaac-ppo-entrypoint-"))  # under /tmp: reachable by another uid
+    try:
+        place.chmod(0o755)
+        (place / "runs").mkdir()
+        (place / "tmp").mkdir()
+        (place / "tmp").chmod(0o1777)
+        stand_in = place / "stand-in"
+        stand_in.write_text("#!/bin/sh\necho ran \"$@\"\n")
+        stand_in.chmod(0o755)
+        script = place / "entrypoint.sh"
+        shutil.copy(ENTRYPOINT_SCRIPT, script)
+        script.chmod(0o755)
+        prefix: List[str] = []
+        if os.geteuid() == 0:  # root writes anywhere: run the script as nobody
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                pytest.skip("running as root without setpriv (util-linux) to drop to another uid")
+            prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        else:
+            (place / "runs").chmod(0o555)
+        environment = dict(os.environ, **NO_NGC, TMPDIR=str(place / "tmp"), HOME=str(place / "runs"))
+
+        def run(*args: str) -> "subprocess.CompletedProcess[str]":
+            return subprocess.run([*prefix, "bash", str(script), str(stand_in), "sim=mujoco", "--", *args],
+                                  cwd=place, capture_output=True, text=True, env=environment, timeout=60)
+
+        result = run("task=Ant")
+        assert result.returncode == 0 and result.stdout.strip() == "ran sim=mujoco task=Ant", result
+        assert re.search(r"/runs \(owner \d+:\d+\) is not writable by uid \d+", result.stderr), result.stderr
+        assert '--user "$(id -u):$(id -g)"' in result.stderr and "USER_UID" in result.stderr
+        result = run("task=Ant", "runs_dir=/elsewhere")  # the user chose another folder: no word about runs/
+        assert result.returncode == 0 and result.stderr == "", result
+    finally:
+        (place / "runs").chmod(0o755)
+        shutil.rmtree(place, ignore_errors=True)
+
+
 def test_entrypoint_with_the_real_cli_lets_a_later_sim_replace_the_default(tmp_path: Path) -> None:
     """The GPU image's defaults with the user's overrides and a flag after them, composed by the real CLI."""
     train = Path(sys.executable).with_name("isaac-ppo-train")
@@ -540,5 +596,6 @@ def test_docker_readme_covers_running_and_the_common_failures() -> None:
     for needed in ["docker build -f docker/Dockerfile.isaacgym", "docker build -f docker/Dockerfile ", TARBALL,
                    "--gpus all", "--shm-size", "$PWD/runs:/workspace/runs", "-m task=Ant", "enroot import",
                    "--container-image", "apptainer run --nv", "is missing", "Driver too old", "lavapipe",
-                   "--build-arg BASE_IMAGE=nvcr.io/nvidia/pytorch:21.09-py3", "not built"]:
+                   "--build-arg BASE_IMAGE=nvcr.io/nvidia/pytorch:21.09-py3", "not built",
+                   "docker/build_and_run_cpu.sh", "id=pip_cert"]:
         assert needed in text, f"docker/README.md does not cover {needed!r}"
