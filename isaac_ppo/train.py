@@ -196,8 +196,52 @@ def _no_such_option(lines: List[str]) -> str:
     return f"{group}={name} does not exist: {hint}({group} options: {', '.join(options)})"
 
 
+HELP = """usage: isaac-ppo-train [KEY=VALUE ...] [-m]    (Hydra overrides; -m runs a sweep)
+
+Train PPO on an IsaacGymEnvs task, on the embedded MuJoCo ports (sim=mujoco, CPU) or Isaac Gym (sim=isaacgym).
+
+  isaac-ppo-train task=Ant                                   train Ant with IsaacGymEnvs' settings
+  isaac-ppo-train task=Ant num_envs=2048 seed=1 max_iterations=300
+  isaac-ppo-train -m task=Ant seed=0,1,2                     a sweep: one run per seed
+  isaac-ppo-train task=Ant resume=auto                       continue this experiment's newest run
+  isaac-ppo-train task=Ant test=true checkpoint=PATH         play a checkpoint (.pt, or an rl-games .pth)
+
+Common keys: task=Ant|Cartpole|Humanoid  sim=auto|mujoco|isaacgym  device=cpu|cuda  num_envs=N  seed=N (-1: random)
+  max_iterations=N  max_env_steps=N  agent.learning_rate=X  agent.minibatch_size=N | agent.num_mini_batches=N
+  scheduler=fixed|budget|schedule|adaptive|concurrent  preset=NAME  diagnostics=default|full|off
+  eval.interval=N (env steps)  experiment=NAME  runs_dir=DIR  (train=NAME is agent=NAME, as in IsaacGymEnvs)
+
+Results: runs_dir/<experiment or task>/<date_time>/: metrics.jsonl (a row per iteration), metrics.json (the
+summary, with final_eval: the number to compare runs on), tb/ (TensorBoard), config.yaml, checkpoints/
+(last.pt, best.pt, iter_*.pt), train.log. Compare runs with isaac-ppo-report DIR; export a policy with
+isaac-ppo-export. Every key: isaac-ppo-train --cfg job; Hydra's own help: --hydra-help. README: the keys,
+the schedulers, what each number means."""
+
+
+def _version() -> str:
+    """The package's version and those of what it runs on (read from the installed metadata: no imports)."""
+    from importlib import metadata
+
+    from isaac_ppo import __version__
+
+    def of(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    parts = ", ".join(f"{name} {of(name)}" for name in ("torch", "mujoco", "hydra-core", "rl-games"))
+    return f"isaac-ppo {__version__} (python {sys.version.split()[0]}, {parts})"
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in argv):
+        print(HELP)
+        return
+    if "--version" in argv:
+        print(_version())
+        return
     # IsaacGymEnvs calls the agent config group train=: the same here (train=AntPPO is agent=AntPPO)
     argv = ["agent" + a[len("train"):] if a.startswith("train=") else a for a in argv]
     # agent=rl_games: the task's PPO values (agent=${task}PPO) trained by rl-games instead of our learner
@@ -248,6 +292,7 @@ def _hydra_entry() -> None:
     def _run(cfg: Any) -> Any:
         from isaac_ppo.errors import RunFailure, UserError
 
+        _quiet_third_party_loggers()
         try:
             return run(cfg)
         except UserError as error:
@@ -258,6 +303,15 @@ def _hydra_entry() -> None:
             sys.exit(1)
 
     _run()
+
+
+def _quiet_third_party_loggers() -> None:
+    """Hydra's job logging shows INFO on the console: what the libraries we use say at that level (OpenGL's
+    accelerate module, matplotlib's font cache) is not for the user; their warnings still show."""
+    import logging
+
+    for name in ("OpenGL", "matplotlib", "PIL", "numexpr"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _remove_unused_run_dir() -> None:

@@ -36,8 +36,9 @@ def write_panel(run_dir: str, max_panels: int = 12) -> Optional[str]:
                  if r.get("eval", {}).get("return_mean") is not None]
     panels = [("return: eval (o), training window (lagged)", training)] + [(key, series[key]) for key in keys]
     for ax, (title, points) in zip(axes.flat, panels):
-        if points:
-            ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.2)
+        if points:  # (a marker on each point: a run measured once or twice draws no visible line)
+            ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.2, marker="o" if len(points) < 10 else None,
+                    ms=3)
         if points is training and evaluated:
             ax.plot([p[0] for p in evaluated], [p[1] for p in evaluated], "o-", ms=3, lw=1.2)
         ax.set_title(title, fontsize=9)

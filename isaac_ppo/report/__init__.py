@@ -80,7 +80,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Summarise isaac-ppo-train runs (single runs or multirun folders): per group of swept "
-                    "overrides (seeds pooled), the IQM of the final metric with a 95%% stratified bootstrap CI; "
+                    "overrides (seeds pooled), the IQM of the final metric with a 95% stratified bootstrap CI; "
                     "writes report.md, report.csv, runs.csv and figures.",
     )
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="run or multirun folders (searched recursively)")

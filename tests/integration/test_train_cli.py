@@ -133,6 +133,7 @@ def test_play_mode_records_a_video_of_env_0(tmp_path):
     frames = imageio.mimread(video)
     assert len(frames) >= 2 and frames[0].shape == (480, 640, 3)
     assert f"frames): {video}" in result.stdout
+    assert "[INFO]" not in result.stdout + result.stderr  # (OpenGL announced its missing accelerate module)
 
 
 def one_line_error(result, *fragments):
@@ -334,3 +335,20 @@ def test_a_refusal_after_the_run_directory_is_made_leaves_no_folder(tmp_path):
     one_line_error(train(tmp_path, *SMALL, "max_iterations=2", "experiment=done", "resume=auto"),
                    "is of a finished run (2 iterations, 2,048 env steps)")
     assert len(run_dirs(tmp_path, "done")) == 1
+
+
+def test_help_and_version_are_ours(tmp_path):
+    shown = subprocess.run([SCRIPT, "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: isaac-ppo-train")
+    for words in ("task=Ant", "resume=auto", "test=true checkpoint=PATH", "metrics.json", "--cfg job", "-m"):
+        assert words in shown.stdout, words
+    assert "powered by Hydra" not in shown.stdout
+    version = subprocess.run([SCRIPT, "--version"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    from isaac_ppo import __version__
+
+    assert version.returncode == 0 and version.stdout.startswith(f"isaac-ppo {__version__} (python ")
+    assert "torch " in version.stdout and "mujoco " in version.stdout
+    report = subprocess.run([os.path.join(os.path.dirname(SCRIPT), "isaac-ppo-report"), "--help"],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert report.returncode == 0 and "95%" in report.stdout and "%%" not in report.stdout
+
