@@ -21,14 +21,17 @@ from isaac_ppo.config.isaacgymenvs import isaacgym_options
 from isaac_ppo.diagnostics.probe import Probe
 from isaac_ppo.distributed import Local
 from isaac_ppo.evaluate import Evaluator
+from isaac_ppo.io import wandb_sink
 from isaac_ppo.io.checkpoint import Checkpointer
 from isaac_ppo.io.logger import RunLogger
 from isaac_ppo.runner import Runner
 from isaac_ppo.scheduler import Scheduler, build_scheduler, check_plans, pool_size
+from isaac_ppo.video import TrainingVideos
 
 # the collector's action noise is its own stream (it runs beside the learner's under concurrent collection)
 COLLECT_SEED_OFFSET = 1_000_003
 EVAL_SEED_OFFSET = 2_000_003  # the eval envs' resets: a stream of their own
+VIDEO_SEED_OFFSET = 3_000_017  # the training videos' env: another
 
 
 def cores() -> int:
@@ -92,7 +95,12 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     collect_threads = max(1, cfg.collect_torch_threads // share)
     source = batches.for_mode(cfg.scheduler.get("mode", "sync"), collector, collect_threads, model,
                               lambda: build_model(cfg, env, device_))
-    logger = RunLogger(run_dir, cfg.task.name, max_iterations, max_env_steps=max_env_steps) if comm.is_main else None
+    videos = None
+    if cfg.capture_video and cfg.capture_video_freq > 0 and comm.is_main:  # an env of its own, one env
+        video_env = _make_env(cfg, 1, cfg.seed + VIDEO_SEED_OFFSET, device)
+        videos = TrainingVideos(video_env, run_dir, cfg.capture_video_freq, cfg.capture_video_len, model)
+    logger = RunLogger(run_dir, cfg.task.name, max_iterations, max_env_steps=max_env_steps,
+                       videos=videos, wandb=wandb_sink.for_run(cfg, run_dir)) if comm.is_main else None
     return Runner(
         cfg, env, model=model, ppo=ppo, probe=probe, scheduler=scheduler, collector=collector, batches=source,
         checkpointer=Checkpointer(run_dir, cfg.save_interval, write=comm.is_main), logger=logger, comm=comm,

@@ -393,6 +393,7 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     from rl_games.torch_runner import Runner
 
     from isaac_ppo.build import build_evaluator
+    from isaac_ppo.io import wandb_sink
     from isaac_ppo.io.logger import RunLogger, write_config
     from isaac_ppo.stops import StopRequests
 
@@ -408,7 +409,7 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     random.seed(seed)
     adapter = register_env(env, cfg.agent.games_to_track)
     epochs = int(params["config"]["max_epochs"])
-    logger = RunLogger(run_dir, cfg.task.name, epochs).begin()
+    logger = RunLogger(run_dir, cfg.task.name, epochs, wandb=wandb_sink.for_run(cfg, run_dir)).begin()
     stops = StopRequests("stopping rl-games at the end of this epoch")
     evaluator = build_evaluator(cfg, env)
     observer = _observer_class()(adapter, logger, stops, cfg.collect_torch_threads, cfg.torch_threads, evaluator)

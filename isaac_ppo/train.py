@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional
 
-from isaac_ppo import preload
+from isaac_ppo import preload, usage
 
 CONFIG_MODULE = "isaac_ppo.cfg"
 # exit statuses: 0 the run finished, 2 bad input (one line), STOPPED a stop signal ended it early with last.pt
@@ -196,51 +196,13 @@ def _no_such_option(lines: List[str]) -> str:
     return f"{group}={name} does not exist: {hint}({group} options: {', '.join(options)})"
 
 
-HELP = """usage: isaac-ppo-train [KEY=VALUE ...] [-m]    (Hydra overrides; -m runs a sweep)
-
-Train PPO on an IsaacGymEnvs task, on the embedded MuJoCo ports (sim=mujoco, CPU) or Isaac Gym (sim=isaacgym).
-
-  isaac-ppo-train task=Ant                                   train Ant with IsaacGymEnvs' settings
-  isaac-ppo-train task=Ant num_envs=2048 seed=1 max_iterations=300
-  isaac-ppo-train -m task=Ant seed=0,1,2                     a sweep: one run per seed
-  isaac-ppo-train task=Ant resume=auto                       continue this experiment's newest run
-  isaac-ppo-train task=Ant test=true checkpoint=PATH         play a checkpoint (.pt, or an rl-games .pth)
-
-Common keys: task=Ant|Cartpole|Humanoid  sim=auto|mujoco|isaacgym  device=cpu|cuda  num_envs=N  seed=N (-1: random)
-  max_iterations=N  max_env_steps=N  agent.learning_rate=X  agent.minibatch_size=N | agent.num_mini_batches=N
-  scheduler=fixed|budget|schedule|adaptive|concurrent  preset=NAME  diagnostics=default|full|off
-  eval.interval=N (env steps)  experiment=NAME  runs_dir=DIR  (train=NAME is agent=NAME, as in IsaacGymEnvs)
-
-Results: runs_dir/<experiment or task>/<date_time>/: metrics.jsonl (a row per iteration), metrics.json (the
-summary, with final_eval: the number to compare runs on), tb/ (TensorBoard), config.yaml, checkpoints/
-(last.pt, best.pt, iter_*.pt), train.log. Compare runs with isaac-ppo-report DIR; export a policy with
-isaac-ppo-export. Every key: isaac-ppo-train --cfg job; Hydra's own help: --hydra-help. README: the keys,
-the schedulers, what each number means."""
-
-
-def _version() -> str:
-    """The package's version and those of what it runs on (read from the installed metadata: no imports)."""
-    from importlib import metadata
-
-    from isaac_ppo import __version__
-
-    def of(name: str) -> str:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
-    parts = ", ".join(f"{name} {of(name)}" for name in ("torch", "mujoco", "hydra-core", "rl-games"))
-    return f"isaac-ppo {__version__} (python {sys.version.split()[0]}, {parts})"
-
-
 def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
-        print(HELP)
+        print(usage.HELP)
         return
     if "--version" in argv:
-        print(_version())
+        print(usage.version())
         return
     # IsaacGymEnvs calls the agent config group train=: the same here (train=AntPPO is agent=AntPPO)
     argv = ["agent" + a[len("train"):] if a.startswith("train=") else a for a in argv]
@@ -248,7 +210,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     argv = ["agent.backend=rl_games" if a == "agent=rl_games" else a for a in argv]
     if _sim_choice(argv) in ("auto", "isaacgym"):
         preload.isaacgym_first()  # before anything imports torch
-    if "capture_video=true" in argv:
+    if any(a.lower() == "capture_video=true" for a in argv):
         from isaac_ppo.video import gl_backend  # (imports neither torch nor mujoco)
 
         # MuJoCo picks its OpenGL backend when imported: headless EGL on GPU nodes, OSMesa on CPUs
@@ -342,6 +304,7 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
     from hydra.core.hydra_config import HydraConfig
 
     from isaac_ppo.build import build_env_and_scheduler, build_runner
+    from isaac_ppo.config.isaacgymenvs import isaacgymenvs_keys_at_start
     from isaac_ppo.errors import UserError
     from isaac_ppo.io.logger import write_config
 
@@ -350,7 +313,7 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
     run_dir = comm.broadcast_object(run_dir)  # rank 0's: every rank reads from it (resume), rank 0 writes
     # (what to resume is decided before the env is built: a refusal costs nothing)
     resume_from = None if cfg.test or cfg.agent.backend == "rl_games" else resume_point(cfg, run_dir)
-    cfg = _isaacgymenvs_keys(cfg, comm, resume_from)
+    cfg = isaacgymenvs_keys_at_start(cfg, comm, resume_from)
     env, scheduler = build_env_and_scheduler(cfg, rank=comm.rank, local_ranks=comm.local_world_size, device=device)
 
     if cfg.test:
@@ -359,6 +322,10 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
 
         video = os.path.join(run_dir, "play.mp4") if cfg.capture_video else None
         result = play(cfg, env, cfg.checkpoint, video)
+        if cfg.wandb_activate:
+            from isaac_ppo.io import wandb_sink
+
+            wandb_sink.log_play(cfg, run_dir, result)
         print(f"[{cfg.task.name}] {result['episodes']} episodes (one per env, from reset): {describe(result)}, "
               f"mean length {result['length_mean']:.1f}")
         if video:
@@ -415,36 +382,6 @@ def _check_pinned_run_dir(cfg: Any, run_dir: str) -> None:
     if mismatch:
         raise UserError(f"{run_dir} holds another run ({mismatch}): give it its own hydra.run.dir, or start it "
                         "again with that run's values to continue it")
-
-
-def _isaacgymenvs_keys(cfg: Any, comm: Any, resume_from: Optional[str]) -> Any:
-    """IsaacGymEnvs' keys that act when the run starts: torch_deterministic; seed=-1 (drawn on rank 0 for every
-    rank, or the resumed run's own; config.yaml records it); a note for each device key that means nothing on
-    this run's backend. Returns the config with the seed set (a copy: the loaded one is shared)."""
-    import copy
-
-    from isaac_ppo.config import isaacgymenvs
-    from isaac_ppo.envs.make import resolve_sim
-
-    if cfg.torch_deterministic:
-        isaacgymenvs.make_deterministic()
-    if comm.is_main:
-        for note in isaacgymenvs.notes(cfg, resolve_sim(cfg.sim)):
-            print(f"[{cfg.task.name}] note: {note}")
-    if cfg.seed != -1:
-        return cfg
-    from omegaconf import OmegaConf
-
-    cfg = copy.deepcopy(cfg)
-    seed = isaacgymenvs.saved_seed(resume_from) if resume_from else None
-    OmegaConf.set_readonly(cfg, False)
-    cfg.seed = comm.broadcast_object(seed if seed is not None else isaacgymenvs.draw_seed())
-    OmegaConf.set_readonly(cfg, True)
-    if comm.is_main:
-        how = "the resumed run's" if seed is not None else "drawn at random"
-        print(f"[{cfg.task.name}] seed=-1: seed {cfg.seed} ({how}; config.yaml records it, seed={cfg.seed} "
-              "repeats the run)")
-    return cfg
 
 
 def resume_point(cfg: Any, run_dir: str) -> Optional[str]:

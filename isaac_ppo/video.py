@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes.util
 import os
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 from isaac_ppo.errors import UserError
 
@@ -57,15 +57,67 @@ class VideoRecorder:
         self.writer = imageio.get_writer(path, fps=round(1.0 / env.dt))
         self.frames = 0
 
-    def capture(self) -> None:
+    def capture(self) -> Optional[Any]:
+        """Render env 0 into the video; the frame (None past max_frames)."""
         if self.frames >= self.max_frames:
-            return
+            return None
         self.env.batch.get_data(0, self.data)
         self.mujoco.mj_forward(self.env.model, self.data)
         self.renderer.update_scene(self.data, camera="track")
-        self.writer.append_data(self.renderer.render())
+        frame = self.renderer.render()
+        self.writer.append_data(frame)
         self.frames += 1
+        return frame
 
     def close(self) -> None:
         self.writer.close()
         self.renderer.close()
+
+
+class TrainingVideos:
+    """capture_video=true while training: after every capture_video_freq-th iteration, env 0 of an env of its own
+    (one env, its own seed stream: the training envs are not touched) plays the current policy's mean action from
+    reset for capture_video_len steps (episodes restart as they end), filmed to <run_dir>/videos/iter_NNNNNN.mp4
+    and handed back as frames for TensorBoard. Only the iterations that film pay for it (the logger films, after
+    the iteration's timings are taken)."""
+
+    def __init__(self, env: Any, run_dir: str, freq: int, length: int, model: Any, size: tuple = (240, 320)):
+        self.env, self.run_dir, self.freq, self.length, self.model, self.size = env, run_dir, freq, length, model, size
+
+    def due(self, iteration: int) -> bool:
+        return self.freq > 0 and (iteration + 1) % self.freq == 0
+
+    def record(self, iteration: int) -> Tuple[str, List[Any]]:
+        """Film the policy after update `iteration`; (the mp4's path, its frames)."""
+        import torch
+
+        os.makedirs(os.path.join(self.run_dir, "videos"), exist_ok=True)
+        path = os.path.join(self.run_dir, "videos", f"iter_{iteration + 1:06d}.mp4")
+        recorder = VideoRecorder(self.env, path, max_frames=self.length, size=self.size)
+        frames: List[Any] = []
+        try:
+            obs = self.env.reset()["obs"]
+            with torch.no_grad():
+                for _ in range(self.length):
+                    obs = self.env.step(self.model(obs)[0])[0]["obs"]
+                    frames.append(recorder.capture())
+        finally:
+            recorder.close()
+        return path, frames
+
+
+def tensorboard_video(tag: str, frames: List[Any], fps: float) -> Any:
+    """A TensorBoard summary of frames as it shows videos: an animated GIF in an image summary (what
+    SummaryWriter.add_video writes, without its moviepy dependency). GIFs are large: every second frame at half
+    the resolution (the mp4 beside the run keeps them all)."""
+    import io
+
+    import imageio
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    frames = [frame[::2, ::2] for frame in frames[::2]]
+    buffer = io.BytesIO()
+    imageio.v2.mimwrite(buffer, frames, format="GIF", duration=2.0 / fps)
+    height, width, channels = frames[0].shape
+    image = Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=buffer.getvalue())
+    return Summary(value=[Summary.Value(tag=tag, image=image)])

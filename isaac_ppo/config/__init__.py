@@ -37,7 +37,8 @@ CHANGEABLE_ON_RESUME = frozenset({
     "resume", "checkpoint", "max_iterations", "max_env_steps", "save_interval", "torch_threads",
     "collect_torch_threads", "headless", "test", "play_episodes", "capture_video", "runs_dir", "diagnostics.plot",
     "max_diverged_fraction", "eval.interval", "eval.final", "eval.stochastic", "save_probe_set", "diagnostics.probe_set",
-    "agent.games_to_track",
+    "agent.games_to_track", "capture_video_freq", "capture_video_len", "wandb_activate", "wandb_project",
+    "wandb_entity", "wandb_group", "wandb_name", "wandb_tags", "wandb_logcode_dir", "wandb_logcode",
 })
 
 
@@ -51,10 +52,31 @@ def resume_mismatch(saved_config_path: str, cfg: DictConfig) -> Optional[str]:
     saved = _flat(OmegaConf.to_container(OmegaConf.load(saved_config_path), resolve=False))
     now = _flat(OmegaConf.to_container(cfg, resolve=True))
     drawn = {"seed"} if now.get("seed") == -1 else set()  # seed=-1 continues the run's own seed
+    defaults = _schema_defaults()
     for key in sorted(set(saved) | set(now)):
-        if key not in CHANGEABLE_ON_RESUME | drawn and saved.get(key) != now.get(key):
+        if key in CHANGEABLE_ON_RESUME | drawn:
+            continue
+        if key not in saved and key in defaults and now.get(key) == defaults[key]:
+            continue  # a key added since that run was written, left at its default: the run did the same
+        if saved.get(key) != now.get(key):
             return f"{key}={saved.get(key)!r} there, {now.get(key)!r} here"
     return None
+
+
+def _schema_defaults() -> Dict[str, Any]:
+    """The dotted keys the schemas give a default (top level and one node down: agent, eval, diagnostics)."""
+    import dataclasses
+    import typing
+
+    def defaults(cls: Any) -> Dict[str, Any]:
+        tree = OmegaConf.to_container(OmegaConf.structured(cls), throw_on_missing=False)
+        return {key: value for key, value in _flat(tree).items() if value != "???"}
+
+    found = defaults(Config)
+    for name, hint in typing.get_type_hints(Config).items():
+        if dataclasses.is_dataclass(hint):
+            found.update({f"{name}.{key}": value for key, value in defaults(hint).items()})
+    return found
 
 
 def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:

@@ -19,7 +19,7 @@ CHOICES = {
     "diagnostics.coverage_method": ("pca", "umap"),
     "agent.network.activation": ("elu", "relu", "tanh", "selu"),
 }
-POSITIVE = ("agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",
+POSITIVE = ("capture_video_len", "agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",
             "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
             "agent.max_epochs", "eval.num_envs", "agent.games_to_track", "agent.num_mini_batches")
 TASK_INTEGERS = ("task.env.numEnvs", "task.env.episodeLength")
@@ -29,7 +29,7 @@ RANGES = {
     "agent.clip": (0.0, None, False), "agent.kl_threshold": (0.0, None, False), "agent.grad_norm": (0.0, None, False),
     "agent.critic_coef": (0.0, None, True), "agent.entropy_coef": (0.0, None, True),
     "agent.bounds_loss_coef": (0.0, None, True), "max_diverged_fraction": (0.0, 1.0, True),
-    "eval.interval": (0, None, True), "seed": (-1, None, True),
+    "eval.interval": (0, None, True), "seed": (-1, None, True), "capture_video_freq": (0, None, True),
 }
 FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 
@@ -61,7 +61,7 @@ def check(cfg: DictConfig) -> None:
         check_writable("runs_dir", cfg.runs_dir)
     if cfg.test and not cfg.checkpoint:
         raise UserError("test=true needs checkpoint=PATH (a .pt file from a run's checkpoints/)")
-    if cfg.test and cfg.capture_video:
+    if cfg.capture_video:  # (play films its episodes; training, every capture_video_freq iterations)
         from isaac_ppo.video import gl_backend, offscreen_gl_problem
 
         problem = offscreen_gl_problem(gl_backend(cfg.device))
@@ -81,6 +81,10 @@ def check(cfg: DictConfig) -> None:
         raise UserError("test=true plays in one process: drop multi_gpu=true (and torchrun)")
     if cfg.agent.backend == "rl_games":
         check_rl_games(cfg)
+    if cfg.wandb_activate:
+        from isaac_ppo.io.wandb_sink import require_wandb
+
+        require_wandb()
     check_diagnostics(cfg.diagnostics, list(cfg.agent.network.hidden))
     if not cfg.test:  # (play collects no batch: no plan to check)
         check_scheduler(cfg)
@@ -106,6 +110,9 @@ def check_rl_games(cfg: DictConfig) -> None:
     for key in ("resume", "checkpoint"):
         if cfg[key]:
             raise UserError(f"agent.backend=rl_games does not resume or load weights here: drop {key}={cfg[key]}")
+    if cfg.capture_video:
+        raise UserError("capture_video=true while training films our learner's policy: drop it with "
+                        "agent.backend=rl_games (play its .pth with test=true capture_video=true)")
 
 
 def check_diagnostics(diagnostics: DictConfig, hidden: list) -> None:

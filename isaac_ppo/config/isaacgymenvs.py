@@ -10,11 +10,12 @@
 """
 from __future__ import annotations
 
+import copy
 import os
 import secrets
 from typing import Any, Dict, List, Optional
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 # keys only Isaac Gym reads: passed to isaacgymenvs.make
 ISAACGYM_OPTIONS = ("sim_device", "pipeline", "graphics_device_id", "headless", "force_render")
@@ -70,9 +71,32 @@ def draw_seed() -> int:
 
 def saved_seed(checkpoint_path: Optional[str]) -> Optional[int]:
     """The seed in config.yaml of the run a checkpoint belongs to (resuming with seed=-1 continues its seed)."""
-    from omegaconf import OmegaConf
-
     if not checkpoint_path:
         return None
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(checkpoint_path))), "config.yaml")
     return int(OmegaConf.load(path).seed) if os.path.isfile(path) else None
+
+
+def isaacgymenvs_keys_at_start(cfg: Any, comm: Any, resume_from: Optional[str]) -> Any:
+    """IsaacGymEnvs' keys that act when the run starts: torch_deterministic; seed=-1 (drawn on rank 0 for every
+    rank, or the resumed run's own; config.yaml records it); a note for each device key that means nothing on
+    this run's backend. Returns the config with the seed set (a copy: the loaded one is shared)."""
+    from isaac_ppo.envs.make import resolve_sim
+
+    if cfg.torch_deterministic:
+        make_deterministic()
+    if comm.is_main:
+        for note in notes(cfg, resolve_sim(cfg.sim)):
+            print(f"[{cfg.task.name}] note: {note}")
+    if cfg.seed != -1:
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    seed = saved_seed(resume_from) if resume_from else None
+    OmegaConf.set_readonly(cfg, False)
+    cfg.seed = comm.broadcast_object(seed if seed is not None else draw_seed())
+    OmegaConf.set_readonly(cfg, True)
+    if comm.is_main:
+        how = "the resumed run's" if seed is not None else "drawn at random"
+        print(f"[{cfg.task.name}] seed=-1: seed {cfg.seed} ({how}; config.yaml records it, seed={cfg.seed} "
+              "repeats the run)")
+    return cfg

@@ -106,6 +106,10 @@ class Config:
     runs_dir: str
     multi_gpu: bool
     dist_backend: str
+    # keys added since runs were first written carry their cfg/config.yaml default here too: a config.yaml from
+    # before them resumes (config.resume_mismatch)
+    capture_video_freq: int = 50
+    capture_video_len: int = 200
     # IsaacGymEnvs' keys (config/isaacgymenvs.py)
     torch_deterministic: bool = False
     rl_device: Optional[str] = None
@@ -113,6 +117,15 @@ class Config:
     pipeline: Optional[str] = None
     graphics_device_id: Optional[int] = None
     force_render: bool = False
+    # Weights & Biases, IsaacGymEnvs' keys (io/wandb_sink.py)
+    wandb_activate: bool = False
+    wandb_project: str = "isaac-ppo"
+    wandb_entity: Optional[str] = ""
+    wandb_group: str = ""
+    wandb_name: str = ""
+    wandb_tags: List[str] = dataclasses.field(default_factory=list)
+    wandb_logcode_dir: str = ""
+    wandb_logcode: bool = False
 
 
 def typed(resolved: Any) -> DictConfig:

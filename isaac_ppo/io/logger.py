@@ -72,8 +72,10 @@ def write_config(run_dir: str, cfg: Any, resumed_from: Optional[str] = None) -> 
 
 class RunLogger:
     def __init__(self, run_dir: str, task: str, max_iterations: Optional[int], quiet: bool = False,
-                 max_env_steps: Optional[int] = None):
+                 max_env_steps: Optional[int] = None, videos: Optional[Any] = None, wandb: Optional[Any] = None):
         self.run_dir = run_dir
+        self.wandb = wandb  # isaac_ppo.io.wandb_sink.WandbSink (wandb_activate=true): TensorBoard's scalars, or None
+        self.videos = videos  # isaac_ppo.video.TrainingVideos (capture_video=true while training), or None
         self.task = task
         self.max_iterations = max_iterations
         self.max_env_steps = max_env_steps
@@ -85,6 +87,8 @@ class RunLogger:
 
         # resuming in the same directory (a requeued job): the rows and events after the checkpoint are redone
         self.writer = SummaryWriter(log_dir=os.path.join(self.run_dir, "tb"), purge_step=start_env_steps or None)
+        if self.wandb is not None:  # (starts the W&B run) every add_scalar below goes to W&B too
+            self.writer = self.wandb.begin(self.writer)
         jsonl = os.path.join(self.run_dir, "metrics.jsonl")
         for tmp in glob.glob(os.path.join(self.run_dir, "*.tmp")):  # a rewrite a kill interrupted
             os.remove(tmp)
@@ -101,7 +105,12 @@ class RunLogger:
         return self
 
     def log(self, row: Mapping[str, Any]) -> None:
-        """One iteration's row; NaN (no episode finished yet) is written as null."""
+        """One iteration's row; NaN (no episode finished yet) is written as null. When a video is due, the policy
+        is filmed first (its path goes in the row, its frames to TensorBoard)."""
+        frames = None
+        if self.videos is not None and self.videos.due(row["iteration"]):
+            path, frames = self.videos.record(row["iteration"])
+            row = dict(row, video=os.path.relpath(path, self.run_dir))
         with _writing("metrics.jsonl", self.run_dir):
             self.jsonl.write(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n")
             self.jsonl.flush()
@@ -118,6 +127,13 @@ class RunLogger:
             evaluation = row.get("eval", {})
             self._evaluation("eval/", evaluation, step)
             self._evaluation("eval_stochastic/", evaluation.get("stochastic", {}), step)
+            if frames:
+                from isaac_ppo.video import tensorboard_video
+
+                summary = tensorboard_video("video/env0", frames, fps=1.0 / self.videos.env.dt)
+                self.writer._get_file_writer().add_summary(summary, step)
+        if self.wandb is not None:  # the row's scalars (and its video) as one W&B step
+            self.wandb.flush(os.path.join(self.run_dir, row["video"]) if row.get("video") else None)
         self.last = row
         self.fps_sum += row["fps"]
         self.diverged += row["diverged"]
@@ -186,11 +202,15 @@ class RunLogger:
             with open(path + ".tmp", "w") as f:
                 json.dump({k: _plain(v) for k, v in summary.items()}, f, indent=2)
             os.replace(path + ".tmp", path)
+        if self.wandb is not None:
+            self.wandb.summarize(summary)
         return summary
 
     def close(self) -> None:
         if self.tty and self.last:
             sys.stdout.write("\n")
+        if self.wandb is not None:
+            self.wandb.finish()
         try:
             self.writer.close()
             self.jsonl.close()

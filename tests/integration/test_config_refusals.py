@@ -95,3 +95,16 @@ def test_a_probe_set_that_cannot_serve_or_is_asked_of_training_is_refused_at_the
             compose_config([*BASE, override])
         assert message in str(error.value) and "\n" not in str(error.value), str(error.value)
     compose_config([*BASE, f"diagnostics.probe_set={small}", "diagnostics=off"])  # nothing measured: not read
+
+
+def test_videos_while_training_with_rl_games_or_without_a_length_are_refused():
+    from isaac_ppo.video import gl_backend, offscreen_gl_problem
+
+    if offscreen_gl_problem(gl_backend("cpu")):
+        pytest.skip("no offscreen OpenGL here: capture_video=true is refused for that first")
+    for override, message in (("agent.backend=rl_games", "capture_video=true while training films our learner's"),
+                              ("capture_video_len=0", "capture_video_len=0 must be a positive integer"),
+                              ("capture_video_freq=-1", "capture_video_freq=-1 must be in [0, inf)")):
+        with pytest.raises(UserError) as error:
+            compose_config([*BASE, "capture_video=true", override])
+        assert message in str(error.value), str(error.value)

@@ -96,3 +96,20 @@ def test_num_envs_as_isaacgymenvs_users_type_it_in_play_and_in_training(tmp_path
         with pytest.raises(UserError) as error:
             compose_config([*SMALL, "num_envs=100", override])
         assert message in str(error.value), str(error.value)
+
+
+def test_a_run_written_before_keys_were_added_still_resumes_at_their_defaults(tmp_path):
+    from isaac_ppo.config import resume_mismatch
+    from isaac_ppo.io.logger import write_config
+
+    cfg = compose_config(SMALL)
+    path = write_config(str(tmp_path), cfg)
+    saved = OmegaConf.load(path)
+    for key in ("torch_deterministic", "rl_device", "capture_video_freq", "wandb_activate", "wandb_tags"):
+        del saved[key]
+    del saved.agent["num_mini_batches"]
+    del saved.eval["stochastic"]
+    OmegaConf.save(saved, path)
+    assert resume_mismatch(path, cfg) is None  # the new keys at their defaults: the same run
+    assert resume_mismatch(path, compose_config([*SMALL, "torch_deterministic=true"])) == \
+        "torch_deterministic=None there, True here"  # not at its default: another run

@@ -352,3 +352,27 @@ def test_help_and_version_are_ours(tmp_path):
                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert report.returncode == 0 and "95%" in report.stdout and "%%" not in report.stdout
 
+
+
+@pytest.mark.slow
+def test_videos_while_training_land_in_the_run_folder_and_tensorboard(tmp_path):
+    import imageio
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from isaac_ppo.video import gl_backend, offscreen_gl_problem
+
+    require_system(offscreen_gl_problem(gl_backend("cpu")))
+    result = train(tmp_path, *SMALL, "max_iterations=4", "capture_video=True", "capture_video_freq=2",
+                   "capture_video_len=12", "diagnostics=off", "eval.final=false", "experiment=films")
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = run_dirs(tmp_path, "films")
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    assert [r.get("video") for r in rows] == [None, "videos/iter_000002.mp4", None, "videos/iter_000004.mp4"]
+    for name in ("iter_000002.mp4", "iter_000004.mp4"):
+        frames = imageio.mimread(os.path.join(run_dir, "videos", name))
+        assert len(frames) == 12 and frames[0].shape == (240, 320, 3)
+    events = EventAccumulator(os.path.join(run_dir, "tb"), size_guidance={"images": 0})
+    events.Reload()
+    shown = events.Images("video/env0")
+    assert [s.step for s in shown] == [rows[1]["env_steps"], rows[3]["env_steps"]]
+    assert all(s.encoded_image_string[:6] == b"GIF89a" and (s.width, s.height) == (160, 120) for s in shown)
