@@ -117,4 +117,5 @@ def build_evaluator(cfg: DictConfig, env: Any, device: Optional[str] = None, mai
     evaluates = main and (cfg.eval.interval > 0 or cfg.eval.final) and "isaacgym" not in type(env).__module__
     seed = cfg.seed + EVAL_SEED_OFFSET
     eval_env = _make_env(cfg, cfg.eval.num_envs, seed, device) if evaluates else None
-    return Evaluator(eval_env, cfg.eval.interval, cfg.eval.final, cfg.eval.stochastic, seed)
+    thresholds = tuple(cfg.task.get("solve_thresholds") or ())
+    return Evaluator(eval_env, cfg.eval.interval, cfg.eval.final, cfg.eval.stochastic, seed, thresholds)

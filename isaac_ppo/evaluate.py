@@ -9,7 +9,7 @@ distribution, whatever the lengths, so the mean over envs is unbiased and its bo
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -99,31 +99,51 @@ class Evaluator:
     no gradient, no random numbers from the learner's streams.
 
     `model` is anything called on observations that returns (mean, log_std, ...): our ActorCritic, or rl-games'
-    network seen through isaac_ppo.rlgames."""
+    network seen through isaac_ppo.rlgames.
 
-    def __init__(self, env: Optional[Any], interval: int, final: bool, stochastic: bool = False, seed: int = 0):
+    Time to solve: for each of the task's `solve_thresholds`, the first evaluation whose mean return reached it,
+    with its env steps and the run's seconds at that moment, evaluation time included (`wall_s`: the training's
+    wall clock plus every evaluation's so far)."""
+
+    def __init__(self, env: Optional[Any], interval: int, final: bool, stochastic: bool = False, seed: int = 0,
+                 thresholds: Tuple[float, ...] = ()):
         self.env = env  # None: no evaluation (ranks other than 0, or eval.interval=0 and eval.final=false)
         self.interval = interval if env is not None else 0
         self.final = final and env is not None
         self.noise = torch.Generator(device=env.device).manual_seed(seed) if stochastic and env is not None else None
+        self.spent_s = 0.0  # every evaluation's seconds, this run's (resumes included)
+        self.solved: Dict[float, Dict[str, Any]] = {}  # threshold -> the first evaluation that reached it
+        self.thresholds = tuple(float(t) for t in thresholds)
 
-    def when_due(self, model: Any, env_steps_before: int, steps: int, iteration: int) -> Optional[Dict[str, Any]]:
+    def when_due(self, model: Any, env_steps_before: int, steps: int, iteration: int,
+                 wall_s: float = 0.0) -> Optional[Dict[str, Any]]:
         """The evaluation after update `iteration` when it took the run across a multiple of eval.interval env
-        steps (from env_steps_before to env_steps_before + steps), else None."""
+        steps (from env_steps_before to env_steps_before + steps), else None. wall_s: the training's wall clock."""
         after = env_steps_before + steps
         if self.interval > 0 and after // self.interval > env_steps_before // self.interval:
-            return self(model, after, iteration)
+            return self(model, after, iteration, wall_s)
         return None
 
-    def __call__(self, model: Any, env_steps: int, iteration: int) -> Dict[str, Any]:
+    def __call__(self, model: Any, env_steps: int, iteration: int, wall_s: float = 0.0) -> Dict[str, Any]:
         """Evaluate the policy after update `iteration` (its version iteration + 1) at env_steps."""
         started = time.perf_counter()
         result = self._play(mean_action(model), iteration)
         if self.noise is not None:
             result["stochastic"] = self._play(sampled_action(model, self.noise), iteration)
-        result.update(env_steps=env_steps, policy_version=iteration + 1,
-                      seconds=round(time.perf_counter() - started, 3))
+        seconds = time.perf_counter() - started
+        self.spent_s += seconds
+        result.update(env_steps=env_steps, policy_version=iteration + 1, seconds=round(seconds, 3),
+                      wall_s=round(wall_s + self.spent_s, 3))
+        for threshold in self.thresholds:
+            if threshold not in self.solved and result["return_mean"] >= threshold:
+                self.solved[threshold] = {"seconds": result["wall_s"], "env_steps": env_steps}
         return result
+
+    def solve_times(self) -> List[Dict[str, Any]]:
+        """metrics.json's solve_times: per threshold, the seconds and env steps of the first evaluation that reached
+        it (null when none did)."""
+        return [dict({"threshold": t, "seconds": None, "env_steps": None}, **self.solved.get(t, {}))
+                for t in self.thresholds]
 
     def _play(self, policy: Policy, iteration: int) -> Dict[str, Any]:
         episodes = first_episodes(self.env, policy)
@@ -144,12 +164,16 @@ class Evaluator:
         state = self.env.state_dict()
         if self.noise is not None:
             state["eval_noise"] = self.noise.get_state()
+        state["eval_clock"] = {"spent_s": self.spent_s, "solved": {str(t): v for t, v in self.solved.items()}}
         return state
 
     def load_state_dict(self, state: Optional[Dict[str, Any]]) -> None:
         if state is not None and self.env is not None and hasattr(self.env, "load_state_dict"):
             state = dict(state)
             noise = state.pop("eval_noise", None)
+            clock = state.pop("eval_clock", {"spent_s": 0.0, "solved": {}})
+            self.spent_s = clock["spent_s"]
+            self.solved = {float(t): v for t, v in clock["solved"].items()}
             self.env.load_state_dict(state)
             if noise is not None and self.noise is not None:
                 self.noise.set_state(noise)

@@ -305,7 +305,7 @@ def _observer_class() -> Any:
         def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
             row = self.row(epoch_num, total_time)
             evaluation = self.evaluator.when_due(RlGamesPolicy(self.algo), row["env_steps"] - row["batch_size"],
-                                                 row["batch_size"], row["iteration"])
+                                                 row["batch_size"], row["iteration"], row["wall_s"])
             if evaluation is not None:
                 row["eval"] = evaluation
             self.logger.log(row)
@@ -430,8 +430,9 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
             }
             if evaluator.final and not stops.requested and observer.algo is not None:
                 algo = observer.algo
-                extra["final_eval"] = evaluator(RlGamesPolicy(algo), int(algo.frame), observer.epochs_logged - 1)
-            summary = logger.summary(extra)
+                extra["final_eval"] = evaluator(RlGamesPolicy(algo), int(algo.frame), observer.epochs_logged - 1,
+                                                logger.last.get("wall_s", 0.0))
+            summary = logger.summary(dict(extra, solve_times=evaluator.solve_times()))
         finally:
             logger.close()
     if stops.requested:  # (the caller ends the process with a failure status: not finished, not resumable)

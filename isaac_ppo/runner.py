@@ -91,8 +91,9 @@ class Runner:
         """metrics.json (rank 0) and the diagnostics panel."""
         extra: Dict[str, Any] = {"last_checkpoint": last_checkpoint, "stopped_by": self.stops.requested}
         if self.evaluator.final and not self.stops.requested:  # (a preempted run ends now)
-            extra["final_eval"] = self.evaluator(self.model, self.env_steps, self.iteration - 1)
+            extra["final_eval"] = self.evaluator(self.model, self.env_steps, self.iteration - 1, self.wall_s)
             self.checkpointer.offer_best(self.evaluator.score(extra["final_eval"], None), self.policy_state)
+        extra["solve_times"] = self.evaluator.solve_times()
         if self.comm.world_size > 1:  # equal digests: every rank ends with bit-identical learner state
             learner = [t for _, t in sorted(self.model.state_dict().items())]
             extra.update(world_size=self.comm.world_size, rank_digests=self.comm.digests(learner))
@@ -127,7 +128,7 @@ class Runner:
         self.ppo.absorb_batch_statistics(buffer)
         self._check_learner_finite(k)
         t2 = time.perf_counter()
-        evaluation = self.evaluator.when_due(self.model, self.env_steps, steps, k)  # (timed apart: not in t2 - t0)
+        evaluation = self.evaluator.when_due(self.model, self.env_steps, steps, k, self.wall_s + t2 - t0)  # (apart)
         info = self.comm.episodes_of_all_ranks(batch.info)
         self.iteration += 1
         self.env_steps += steps

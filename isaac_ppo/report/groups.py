@@ -31,6 +31,8 @@ class Group:
     ci: Tuple[float, float] = (math.nan, math.nan)
     env_steps: float = math.nan  # median final env steps of the runs in the statistics
     wall_s: float = math.nan  # mean wall time of the runs in the statistics
+    # time to solve, per threshold: (runs that reached it, runs in the statistics, IQM seconds, its 95% CI)
+    solve: Dict[float, Tuple[int, int, float, Tuple[float, float]]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -101,6 +103,25 @@ def summarise_group(group: Group, metric: str, reps: int, seed: int) -> None:
     walls = [r.wall_s for r in group.used if r.wall_s is not None]
     group.env_steps = float(np.median(steps)) if steps else math.nan
     group.wall_s = float(np.mean(walls)) if walls else math.nan
+    summarise_solve_times(group, reps, seed)
+
+
+def summarise_solve_times(group: Group, reps: int, seed: int) -> None:
+    """Per threshold of the runs' solve_times (metrics.json): how many reached it, and the IQM of their seconds
+    to it with its 95% CI (over the runs that reached it: a run that never did has no time to average)."""
+    reached: Dict[float, List[Tuple[float, str]]] = {}
+    for run in group.used:
+        for entry in (run.summary or {}).get("solve_times") or []:
+            times = reached.setdefault(float(entry["threshold"]), [])
+            if entry.get("seconds") is not None:
+                times.append((float(entry["seconds"]), run.task))
+    for threshold, times in sorted(reached.items()):
+        if times:
+            values, tasks = [t for t, _ in times], [task for _, task in times]
+            stats = (iqm(values), stratified_bootstrap_ci(values, tasks, reps, seed))
+        else:
+            stats = (math.nan, (math.nan, math.nan))
+        group.solve[threshold] = (len(times), len(group.used)) + stats
 
 
 def _value_key(value: str) -> Tuple[int, float, str]:

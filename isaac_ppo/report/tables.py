@@ -13,7 +13,9 @@ from isaac_ppo.report.runs import EVAL_METRIC, TRAINING_METRIC, _fmt_steps, run_
 def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
     """The summary table as (headers, formatted cells), shared by the console and report.md."""
     keys = report.swept or ["group"]
-    headers = keys + ["runs", f"IQM {report.metric}", "95% CI", "env steps", "wall"]
+    thresholds = sorted({t for group in report.groups for t in group.solve})
+    headers = keys + ["runs", f"IQM {report.metric}", "95% CI", "env steps", "wall"] + [
+        f"time to {_fmt_value(t)} (IQM [CI], reached)" for t in thresholds]
     rows = []
     for group in report.groups:
         cells = [group.values[k] for k in report.swept] if report.swept else ["all"]
@@ -25,6 +27,10 @@ def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
             cells += [_fmt_value(group.iqm), ci, _fmt_steps(group.env_steps), _fmt_duration(group.wall_s)]
         else:
             cells += ["-", "-", "-", "-"]
+        for threshold in thresholds:
+            reached, runs, value, (low, high) = group.solve.get(threshold, (0, 0, math.nan, (math.nan, math.nan)))
+            timing = f"{_fmt_duration(value)} [{_fmt_duration(low)}, {_fmt_duration(high)}] " if reached else ""
+            cells.append(f"{timing}{reached}/{runs}")
         rows.append(cells)
     return headers, rows
 
@@ -97,15 +103,19 @@ def markdown_text(report: Report, figures: Sequence[str]) -> str:
 def write_csvs(report: Report, out: str) -> List[str]:
     """report.csv (one row per group, raw numbers) and runs.csv (one row per run)."""
     groups_path = os.path.join(out, "report.csv")
+    thresholds = sorted({t for group in report.groups for t in group.solve})
     with open(groups_path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(report.swept + ["metric", "runs_complete", "runs_total", "runs_in_statistics", "iqm",
-                                        "ci_low", "ci_high", "env_steps_median", "wall_s_mean"])
+                                        "ci_low", "ci_high", "env_steps_median", "wall_s_mean"] + [
+            f"time_to_{_raw(t)}_{what}" for t in thresholds for what in ("reached", "iqm_s", "ci_low_s", "ci_high_s")])
         for group in report.groups:
+            solve = [group.solve.get(t, (0, 0, math.nan, (math.nan, math.nan))) for t in thresholds]
             writer.writerow([group.values[k] for k in report.swept] + [
                 report.metric, sum(r.complete for r in group.runs), len(group.runs), len(group.used),
                 _raw(group.iqm), _raw(group.ci[0]), _raw(group.ci[1]), _raw(group.env_steps), _raw(group.wall_s),
-            ])
+            ] + [cell for reached, _, value, (low, high) in solve for cell in (reached, _raw(value), _raw(low),
+                                                                                _raw(high))])
     runs_path = os.path.join(out, "runs.csv")
     with open(runs_path, "w", newline="") as f:
         writer = csv.writer(f)

@@ -300,7 +300,8 @@ def test_periodic_and_final_evaluation_land_in_rows_tensorboard_summary_and_best
     one; training is the same as without evaluation."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    _, _, runner, summary = _train(tmp_path / "eval", "max_iterations=4", "eval.interval=1024", "eval.num_envs=8")
+    _, _, runner, summary = _train(tmp_path / "eval", "max_iterations=4", "eval.interval=1024", "eval.num_envs=8",
+                                   "task.solve_thresholds=[0,1e9]")
     rows = _rows(tmp_path / "eval")
     assert ["eval" in row for row in rows] == [False, True, False, True]
     evaluation = rows[1]["eval"]
@@ -310,6 +311,12 @@ def test_periodic_and_final_evaluation_land_in_rows_tensorboard_summary_and_best
     best_row = max((row for row in rows if "eval" in row), key=lambda row: row["eval"]["return_mean"])
     assert load(str(tmp_path / "eval" / "checkpoints" / "best.pt"))["counters"]["iteration"] == best_row["iteration"] + 1
     assert summary["final_eval"]["episodes"] == 8 and summary["final_eval"]["env_steps"] == 4 * 512
+    # time to solve: the first evaluation at or over each threshold, at the training's wall clock plus evaluations'
+    first = rows[1]["eval"]
+    assert first["wall_s"] == pytest.approx(rows[1]["wall_s"] + first["seconds"], abs=2e-3)
+    assert rows[3]["eval"]["wall_s"] > rows[3]["wall_s"] + rows[3]["eval"]["seconds"]  # the first one counts too
+    assert summary["solve_times"] == [{"threshold": 0.0, "seconds": first["wall_s"], "env_steps": 1024},
+                                      {"threshold": 1e9, "seconds": None, "env_steps": None}]
     with open(tmp_path / "eval" / "metrics.json") as f:
         assert json.load(f)["final_eval"]["return_mean"] == summary["final_eval"]["return_mean"]
     events = EventAccumulator(str(tmp_path / "eval" / "tb"))

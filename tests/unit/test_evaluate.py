@@ -3,6 +3,7 @@ is its length), each env's first episode from reset estimates the true mean with
 end over the same envs do not (short episodes end first, and again)."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from isaac_ppo.evaluate import first_episodes, summarise
@@ -120,3 +121,23 @@ def test_the_stochastic_evaluation_samples_from_its_own_stream_and_resumes_exact
     again, continued = evaluator(model, 2000, 1), resumed(model, 2000, 1)
     assert again["stochastic"] == continued["stochastic"] and again["return_mean"] == continued["return_mean"]
     assert again["stochastic"]["return_mean"] != sampled["return_mean"]  # new noise, new resets
+
+
+def test_time_to_solve_counts_evaluation_time_and_resumes():
+    from isaac_ppo.agent.model import ActorCritic
+    from isaac_ppo.envs import make
+    from isaac_ppo.evaluate import Evaluator
+
+    torch.manual_seed(0)
+    model = ActorCritic(4, 1, [16])
+    evaluator = Evaluator(make("Cartpole", 8, sim="mujoco", seed=1), 1000, True, thresholds=(0.0, 1e9))
+    first = evaluator(model, env_steps=1000, iteration=0, wall_s=10.0)
+    assert first["wall_s"] == pytest.approx(10.0 + first["seconds"], abs=2e-3)
+    second = evaluator(model, env_steps=2000, iteration=1, wall_s=20.0)
+    assert second["wall_s"] == pytest.approx(20.0 + first["seconds"] + second["seconds"], abs=3e-3)
+    assert evaluator.solve_times() == [{"threshold": 0.0, "seconds": first["wall_s"], "env_steps": 1000},
+                                       {"threshold": 1e9, "seconds": None, "env_steps": None}]
+    resumed = Evaluator(make("Cartpole", 8, sim="mujoco", seed=1), 1000, True, thresholds=(0.0, 1e9))
+    resumed.load_state_dict(evaluator.state_dict())
+    assert resumed.solve_times() == evaluator.solve_times() and resumed.spent_s == evaluator.spent_s
+

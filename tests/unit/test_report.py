@@ -408,3 +408,25 @@ def test_runs_that_did_not_evaluate_fall_back_to_the_training_return_and_say_so(
     make_run(str(tmp_path / "runs" / "0"), overrides(128, 0), curve(50.0), seed=0)
     assert main([str(tmp_path / "runs")]) == 0
     assert "metric: window_mean_return (each run's last logged value; a lagged training statistic" in capsys.readouterr().out
+
+
+def test_time_to_solve_per_threshold_with_a_ci_over_the_runs_that_reached_it(tmp_path, capsys):
+    times = {(128, 0): 40.0, (128, 1): 50.0, (128, 2): None, (256, 0): 30.0, (256, 1): 36.0, (256, 2): 33.0}
+    for (num_envs, seed), seconds in times.items():
+        folder = make_run(str(tmp_path / "sweep" / f"{num_envs}_{seed}"), overrides(num_envs, seed), curve(100.0),
+                          seed=seed)
+        with open(os.path.join(folder, "metrics.json")) as f:
+            summary = json.load(f)
+        summary["solve_times"] = [{"threshold": 475.0, "seconds": seconds, "env_steps": 1000 if seconds else None},
+                                  {"threshold": 1000.0, "seconds": None, "env_steps": None}]
+        with open(os.path.join(folder, "metrics.json"), "w") as f:
+            json.dump(summary, f)
+    assert main([str(tmp_path / "sweep"), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "time to 475 (IQM [CI], reached)" in out and "time to 1000 (IQM [CI], reached)" in out
+    assert "0:00:45 [0:00:40, 0:00:50] 2/3" in out  # 128 envs: seeds 0 and 1 reached it, seed 2 never did
+    assert "0:00:33 [0:00:30, 0:00:36] 3/3" in out and out.count(" 0/3") == 2
+    with open(tmp_path / "out" / "report.csv") as f:
+        table = {row["scheduler.num_envs"]: row for row in csv.DictReader(f)}
+    assert table["128"]["time_to_475_reached"] == "2" and float(table["128"]["time_to_475_iqm_s"]) == 45.0
+    assert float(table["256"]["time_to_475_iqm_s"]) == 33.0 and table["256"]["time_to_1000_reached"] == "0"
