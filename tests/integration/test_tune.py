@@ -1,0 +1,108 @@
+"""isaac-ppo-tune on a toy budget, for real: the console script, real isaac-ppo-train trials (Cartpole, a few
+iterations), a real Optuna study in SQLite, resumed after a finished sweep, after SIGTERM and after SIGKILL."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+optuna = pytest.importorskip("optuna", reason="optuna is in the test extra: pip install -e '.[test]'")
+
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-tune")
+
+
+def tune(tmp_path, *args, timeout=180):
+    return subprocess.run([SCRIPT, *args, f"runs_dir={tmp_path}"], capture_output=True, text=True, timeout=timeout)
+
+
+def trials_of(tmp_path, study):
+    storage = f"sqlite:///{tmp_path}/tune/{study}/study.db"
+    return optuna.load_study(study_name=study, storage=storage).get_trials()
+
+
+def finished(trials):
+    return [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+
+
+def test_toy_study_runs_then_resumes_counting_trials_from_storage(tmp_path):
+    first = tune(tmp_path, "space=cartpole_toy", "trials=3", "study=toy")
+    assert first.returncode == 0, first.stdout + first.stderr
+    trials = trials_of(tmp_path, "toy")
+    assert len(finished(trials)) == 3 and len(trials) == 3
+    assert first.stdout.count("[tune] trial ") >= 6  # a command line and an outcome per trial
+    folder = tmp_path / "tune" / "toy"
+    best = json.loads((folder / "best.json").read_text())
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    assert complete and best["value"] == min(t.value for t in complete)
+    assert "task=Cartpole" in best["overrides"] and any(o.startswith("agent.mini_epochs=") for o in best["overrides"])
+    with open(folder / "history.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["number"] for r in rows] == ["0", "1", "2"] and "agent.learning_rate" in rows[0]
+    for t in complete:  # a trial's value: seconds to the threshold, or the cap plus the gap
+        if t.user_attrs["solved_s"] is not None:
+            assert t.value == pytest.approx(t.user_attrs["solved_s"]) and t.value <= 30
+        else:
+            assert 30 <= t.value <= 60
+
+    second = tune(tmp_path, "space=cartpole_toy", "trials=4", "study=toy")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "3/4 trials finished" in second.stdout
+    trials = trials_of(tmp_path, "toy")
+    assert len(trials) == 4 and len(finished(trials)) == 4
+    # the first three were not run again: one run folder per trial
+    assert all(len(os.listdir(folder / "trials" / f"trial_{n}")) == 1 for n in range(4))
+
+
+def _start_then_signal(tmp_path, study, signum, number):
+    """Start a one-trial sweep and send signum to the tuner once its trial `number`'s isaac-ppo-train runs."""
+    process = subprocess.Popen([SCRIPT, "space=cartpole_toy", "trials=1", f"study={study}", f"runs_dir={tmp_path}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "tune" / study / "trials" / f"trial_{number}.log"
+    deadline = time.time() + 60
+    while time.time() < deadline and not log.is_file():
+        time.sleep(0.1)
+    time.sleep(0.5)
+    process.send_signal(signum)
+    out, _ = process.communicate(timeout=60)
+    return process.returncode, out
+
+
+def test_a_killed_sweep_resumes_with_the_interrupted_trial_retried(tmp_path):
+    code, out = _start_then_signal(tmp_path, "k", signal.SIGTERM, 0)
+    assert code == 75, out
+    assert "run the same command to resume" in out
+    trials = trials_of(tmp_path, "k")
+    assert [t.state.name for t in trials] == ["FAIL", "WAITING"]  # its parameters queued again
+
+    code, out = _start_then_signal(tmp_path, "k", signal.SIGKILL, 1)
+    assert code == -signal.SIGKILL
+    assert [t.state.name for t in trials_of(tmp_path, "k")] == ["FAIL", "RUNNING"]  # left behind by the kill
+
+    resumed = tune(tmp_path, "space=cartpole_toy", "trials=1", "study=k")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "trial 1 was running when its tuner died" in resumed.stdout
+    trials = trials_of(tmp_path, "k")
+    assert [t.state.name for t in trials][:2] == ["FAIL", "FAIL"] and len(finished(trials)) == 1
+    assert trials[2].params == trials[1].params == trials[0].params  # the same point, retried each time
+    assert (tmp_path / "tune" / "k" / "history.csv").is_file()
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["space=nosuch", "trials=2", "study=s"], "space=nosuch: no search space"),
+    (["space=cartpole_toy", "trials=0", "study=s"], "trials=0: at least 1"),
+    (["space=cartpole_toy", "study=s"], "missing trials="),
+    (["space=cartpole_toy", "trials=2", "study=s", "trial_cap_s=-5"], "trial_cap_s=-5"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
+    result = tune(tmp_path, *args, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("isaac-ppo-tune: "), result.stderr
+    assert not (tmp_path / "tune").exists()  # nothing is made before the input is checked
