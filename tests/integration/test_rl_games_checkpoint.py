@@ -146,23 +146,38 @@ def test_the_cli_plays_an_rl_games_checkpoint(rl_games_run):
         assert "IQM" in result.stdout and "95% CI" in result.stdout and "mean length" in result.stdout
 
 
+def _play_in_process(*overrides):
+    """play as isaac-ppo-train test=true runs it, in this process (the refusals need no process of their own)."""
+    from isaac_ppo.build import build_env_and_scheduler
+    from isaac_ppo.play import play
+    from isaac_ppo.train import compose_config
+
+    cfg = compose_config(list(overrides))
+    return play(cfg, build_env_and_scheduler(cfg)[0], cfg.checkpoint)
+
+
 def test_another_network_or_file_is_one_line(rl_games_run, tmp_path):
+    from helpers import train_in_process
+
     root, hidden = rl_games_run["root"], rl_games_run["hidden"]
     path = rl_games_run["checkpoints"][0]
     play = ["task=Cartpole", "sim=mujoco", "test=true", "play_episodes=2"]
+    # the real CLI once: exit 2, one line
     one_line_error(run(TRAIN, *play, f"checkpoint={path}", "agent.network.hidden=[64,64]", cwd=root),
                    path, "hidden [48,24] there, [64,64] here", f"play it with agent.network.hidden={hidden}")
-    one_line_error(run(TRAIN, *play, f"checkpoint={path}", cwd=root),  # Cartpole's default network, [32, 32]
-                   f"agent.network.hidden={hidden}")
-    one_line_error(run(TRAIN, *play, f"checkpoint={path}", f"agent.network.hidden={hidden}",
-                       "agent.normalize_input=false", cwd=root), "agent.normalize_input=true")
-    one_line_error(run(TRAIN, "task=Ant", "sim=mujoco", "test=true", "play_episodes=2", f"checkpoint={path}",
-                       cwd=root), "4 observations and 1 actions", "task=")
+    for overrides, fragments in (
+            ([], [f"agent.network.hidden={hidden}"]),  # Cartpole's default network, [32, 32]
+            ([f"agent.network.hidden={hidden}", "agent.normalize_input=false"], ["agent.normalize_input=true"])):
+        with pytest.raises(UserError) as error:
+            _play_in_process(*play, f"checkpoint={path}", *overrides)
+        assert all(f in str(error.value) for f in fragments) and "\n" not in str(error.value), str(error.value)
+    with pytest.raises(UserError, match=r"4 observations and 1 actions.*task="):
+        _play_in_process("task=Ant", "sim=mujoco", "test=true", "play_episodes=2", f"checkpoint={path}")
     foreign = tmp_path / "foreign.pth"
     torch.save({"state_dict": {"fc.weight": torch.zeros(2, 2)}}, foreign)
-    one_line_error(run(TRAIN, *play, f"checkpoint={foreign}", cwd=root), str(foreign), "not an rl-games checkpoint")
+    with pytest.raises(UserError, match="not an rl-games checkpoint"):
+        _play_in_process(*play, f"checkpoint={foreign}")
     # training does not start from rl-games weights: refused as not ours, in one line
-    one_line_error(run(TRAIN, *SMALL, f"checkpoint={path}", f"agent.network.hidden={hidden}",
-                       f"runs_dir={tmp_path / 'runs'}", cwd=root), path, "not an isaac-ppo checkpoint")
-    one_line_error(run(TRAIN, *SMALL, f"resume={path}", f"runs_dir={tmp_path / 'runs'}", cwd=root),
-                   path, "not an isaac-ppo checkpoint")
+    for key in ("checkpoint", "resume"):
+        with pytest.raises(UserError, match="not an isaac-ppo checkpoint"):
+            train_in_process(tmp_path / "runs", *SMALL, f"{key}={path}", f"agent.network.hidden={hidden}")
