@@ -169,8 +169,8 @@ class MujocoTask:
             "final_obs": packed[:, num_obs : 2 * num_obs],
             "diverged": diverged_count,
             "diverged_envs": diverged.to(self.device),
-            # (a diverged simulation's terms are zero, as its reward)
-            "reward_terms": {name: term.masked_fill(diverged, 0.0).to(self.device)
+            # (a diverged simulation's terms are zero, as its reward; masked only on a step that has one)
+            "reward_terms": {name: (term.masked_fill(diverged, 0.0) if diverged_count else term).to(self.device)
                              for name, term in self.reward_terms.items()},
         }
         return {"obs": packed[:, :num_obs]}, packed[:, 2 * num_obs], packed[:, 2 * num_obs + 1].bool(), extras
