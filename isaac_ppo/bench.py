@@ -1,6 +1,6 @@
 """isaac-ppo-bench: measure the pieces of training on this machine; the last line printed is one JSON object.
 
-  isaac-ppo-bench sim task=Ant num_envs=4096 [steps=200 sim=mujoco seed=0 device=cpu nthread=N torch_threads=N raw=true]
+  isaac-ppo-bench sim task=Ant num_envs=4096 [steps=200 sim=mujoco|mjwarp seed=0 device=cpu nthread=N torch_threads=1 raw=true]
 
   isaac-ppo-bench train task=Ant [iterations=5 and any isaac-ppo-train override]
 
@@ -23,13 +23,9 @@ bootstrap CI over the seeds, or over the evaluation's episodes with one seed) be
 ``mode=throughput`` (default): seed 0, 10 iterations; ``mode=learning``: seeds 0,1,2, the task's
 ``agent.max_epochs``. It prints a table, one JSON line per run, and last the comparison as one JSON object.
 
-nthread sets MuJoCo's batch threads (default: one per CPU), torch_threads torch's intra-op threads (default:
-torch's own). On a CPU both pools share the same cores.
-
-``sim`` steps the env with uniform random actions, observation, reward and reset work included, and reports
-``env_steps_per_s``. On MuJoCo it also steps a bare ``mujoco.batch.Batch`` of the same model and substeps,
-interleaved in blocks within the same run and started from the env's own states, and reports the contract's
-overhead over it (``contract_overhead`` = raw rate / env rate - 1).
+``sim`` steps the env with uniform random actions and, on the MuJoCo backends, the bare simulator beside it
+(isaac_ppo/bench_sim.py says how); nthread sets mujoco.batch's threads (default: one per CPU), torch_threads
+torch's intra-op threads (default 1: what training's collection uses). On a CPU both pools share the cores.
 """
 from __future__ import annotations
 
@@ -41,7 +37,7 @@ from typing import Any, Dict, List, Optional
 from isaac_ppo import preload
 
 USAGE = (
-    "usage: isaac-ppo-bench sim task=NAME [num_envs=N steps=N sim=auto|mujoco|isaacgym seed=N device=D "
+    "usage: isaac-ppo-bench sim task=NAME [num_envs=N steps=N sim=auto|mujoco|mjwarp|isaacgym seed=N device=D "
     "nthread=N torch_threads=N raw=true|false]\n"
     "       isaac-ppo-bench train task=NAME [iterations=N and any isaac-ppo-train override]\n"
     "       isaac-ppo-bench peers task=NAME [mode=throughput|learning seeds=0,1,2 iterations=N and any "
@@ -50,12 +46,6 @@ USAGE = (
 MODES = ("sim", "train", "peers")
 PEERS = ("isaac_ppo", "rl_games")  # agent.backend values, in the order each seed runs them
 PEER_MODES = {"throughput": {"seeds": "0", "iterations": 10}, "learning": {"seeds": "0,1,2", "iterations": None}}
-
-SIM_DEFAULTS: Dict[str, Any] = {
-    "task": "Ant", "num_envs": None, "steps": 200, "sim": "auto", "seed": 0, "device": "cpu",
-    "nthread": None, "torch_threads": None, "raw": True, "block": 10,
-}
-
 
 def parse_overrides(argv: List[str], defaults: Dict[str, Any]) -> Dict[str, Any]:
     """key=value words into a dict typed like defaults; unknown keys and bad values raise UserError."""
@@ -79,79 +69,6 @@ def parse_overrides(argv: List[str], defaults: Dict[str, Any]) -> Dict[str, Any]
         except ValueError:
             raise UserError(f"{key}={value!r} is not a valid {type(default).__name__ if default is not None else 'int'}")
     return args
-
-
-def bench_sim(args: Dict[str, Any]) -> Dict[str, Any]:
-    import torch
-
-    from isaac_ppo.envs import make
-    from isaac_ppo.envs.make import resolve_sim
-
-    if args["torch_threads"] is not None:
-        torch.set_num_threads(args["torch_threads"])
-    overrides = {} if args["nthread"] is None else {"mujoco": {"nthread": args["nthread"]}}
-    backend = resolve_sim(args["sim"])
-    env = make(args["task"], args["num_envs"], sim=backend, seed=args["seed"], device=args["device"], **overrides)
-    n, steps, block = env.num_envs, args["steps"], args["block"]
-    generator = torch.Generator().manual_seed(args["seed"])
-    actions = [
-        (torch.rand(n, env.num_actions, generator=generator) * 2 - 1).to(env.device) for _ in range(16)
-    ]
-    raw = _RawBatch(env) if args["raw"] and backend == "mujoco" else None
-
-    env.reset()
-    for i in range(block):  # warm-up: first resets, allocator, thread pool
-        env.step(actions[i % 16])
-        if raw is not None:
-            raw.run(actions[:1])
-    env_time = raw_time = 0.0
-    resets = diverged = 0
-    for start in range(0, steps, block):
-        count = min(block, steps - start)
-        t0 = time.perf_counter()
-        for i in range(start, start + count):
-            _, _, reset, extras = env.step(actions[i % 16])
-            resets += int(reset.sum())
-            diverged += extras.get("diverged", 0)
-        env_time += time.perf_counter() - t0
-        if raw is not None:
-            raw_time += raw.run([actions[i % 16] for i in range(start, start + count)])
-    result: Dict[str, Any] = {
-        "bench": "sim", "task": args["task"], "sim": backend, "num_envs": n, "steps": steps,
-        "env_steps_per_s": round(n * steps / env_time),
-        "episodes_ended": resets, "diverged": diverged,
-        "diverged_per_million_steps": round(1e6 * diverged / (n * steps), 3),
-    }
-    if raw is not None:
-        raw_rate = n * steps / raw_time
-        result.update(
-            raw_batch_steps_per_s=round(raw_rate),
-            contract_overhead=round(raw_rate / result["env_steps_per_s"] - 1, 4),
-            nthread=env.batch.nthread, substeps=env.substeps,
-        )
-    result["torch_threads"] = torch.get_num_threads()
-    return result
-
-
-class _RawBatch:
-    """A bare mujoco.batch.Batch of the env's model: controls in, substeps, nothing else."""
-
-    def __init__(self, env: Any):
-        from mujoco.batch import Batch
-
-        self.env = env
-        self.batch = Batch(env.model, env.num_envs, env.batch.nthread)
-        self.ctrl = self.batch.bind("ctrl")
-
-    def run(self, actions: List[Any]) -> float:
-        """Step once per action tensor from the env's current states; seconds spent stepping."""
-        self.batch.state[:] = self.env.batch.state  # same state distribution as the env (fallen robots reset)
-        controls = [a.cpu().numpy() * self.env.power_scale for a in actions]
-        t0 = time.perf_counter()
-        for control in controls:
-            self.ctrl[:] = control
-            self.batch.step(None, self.env.substeps)
-        return time.perf_counter() - t0
 
 
 def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
@@ -421,6 +338,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"isaac-ppo-bench: unknown mode {mode!r}; available: {', '.join(MODES)}\n{USAGE}", file=sys.stderr)
         return 2
     from isaac_ppo.errors import UserError
+
+    from isaac_ppo.bench_sim import SIM_DEFAULTS, bench_sim
 
     try:
         if mode == "sim":

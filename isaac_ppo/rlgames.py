@@ -413,7 +413,7 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     stops = StopRequests("stopping rl-games at the end of this epoch")
     evaluator = build_evaluator(cfg, env)
     observer = _observer_class()(adapter, logger, stops, cfg.collect_torch_threads, cfg.torch_threads, evaluator)
-    sim = "isaacgym" if type(env).__name__ == "IsaacGymVecEnv" else "mujoco"
+    sim = env.sim.name if hasattr(env, "sim") else "isaacgym"
     print(f"[{cfg.task.name}] training with rl-games {rl_games_version()} on {sim} with {env.num_envs} envs; "
           f"results in {run_dir}")
     started = time.perf_counter()

@@ -36,8 +36,8 @@ class VideoRecorder:
     """An mp4 of env 0 (up to max_frames frames) from the tracking camera."""
 
     def __init__(self, env: Any, path: str, max_frames: int = 1000, size: tuple = (480, 640)):
-        if not hasattr(env, "batch"):
-            raise UserError("capture_video=true renders the MuJoCo ports only: run it with sim=mujoco")
+        if not hasattr(env, "sim"):
+            raise UserError("capture_video=true renders the MuJoCo ports only: run it with sim=mujoco or sim=mjwarp")
         try:
             import imageio
         except ImportError:
@@ -61,7 +61,8 @@ class VideoRecorder:
         """Render env 0 into the video; the frame (None past max_frames)."""
         if self.frames >= self.max_frames:
             return None
-        self.env.batch.get_data(0, self.data)
+        self.data.qpos[:] = self.env.qpos[0].cpu().numpy()  # (either simulator's state row: one env, small)
+        self.data.qvel[:] = self.env.qvel[0].cpu().numpy()
         self.mujoco.mj_forward(self.env.model, self.data)
         self.renderer.update_scene(self.data, camera="track")
         frame = self.renderer.render()

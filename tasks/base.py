@@ -1,8 +1,9 @@
-"""MujocoTask: the VecEnv contract over mujoco.batch.Batch.
+"""MujocoTask: the VecEnv contract over a pool of MuJoCo simulations (mujoco.batch or MuJoCo Warp).
 
-Owns the pool of simulations, the active subset, substeps, automatic resets, divergence handling and the
-one host-to-device copy per step. A task subclass supplies its model file and three small torch functions:
-``compute_observations``, ``compute_reward`` and ``reset_state``.
+Owns the active subset, substeps, automatic resets, divergence handling and the one copy per step to the
+learner's device. A task subclass supplies its model file and three small torch functions:
+``compute_observations``, ``compute_reward`` and ``reset_state``: the task's semantics, written once for both
+simulators (sim_batch.py: mujoco.batch, float64 on the CPU; sim_warp.py: MuJoCo Warp, float32 on its device).
 
 Reset timing (a documented difference from IsaacGymEnvs): an env whose episode ends in step t is reset
 inside step t, Isaac Lab style. Step t returns the new episode's first observation in ``obs`` and the
@@ -13,13 +14,10 @@ reaches it), the same count rl-games reports for an IsaacGymEnvs episode (999 st
 """
 from __future__ import annotations
 
-import logging
 import math
 import os
-import warnings
 from typing import Any, Dict, Mapping, Tuple, Union
 
-import numpy as np
 import torch
 
 from isaac_ppo.envs.contract import StepResult, check_actions, check_active, check_num_envs, nonfinite_rows
@@ -36,16 +34,15 @@ class MujocoTask:
     asset = ""  # model file in assets/
     num_obs = 0
     num_actions = 0
-    # derived MjData fields the task reads besides qpos/qvel (bound once, refreshed by every batch call)
+    # derived MjData fields the task reads besides qpos/qvel (bound once, refreshed by every simulator call)
     derived_fields: Tuple[str, ...] = ()
     # per-env tensors a checkpoint carries, beside the simulation state rows, so a resumed run continues exactly
     state_buffers: Tuple[str, ...] = ("progress", "last_actions")
 
-    def __init__(self, cfg: Mapping[str, Any], num_envs: int, seed: int = 0, device: str = "cpu"):
+    def __init__(self, cfg: Mapping[str, Any], num_envs: int, seed: int = 0, device: str = "cpu",
+                 sim: str = "mujoco"):
         import mujoco
-        from mujoco.batch import Batch
 
-        _send_mujoco_warnings_to_the_log(mujoco)
         self.cfg = cfg
         env = cfg["env"]
         self.num_envs = check_num_envs(num_envs)
@@ -57,37 +54,26 @@ class MujocoTask:
         # compute_reward's decomposition of the step's reward (term -> per-env tensor; the terms sum to it)
         self.reward_terms: Dict[str, torch.Tensor] = {}
         self.dt = float(cfg["sim"]["dt"])  # the control step, as the task's rewards use it
-        sim = cfg["mujoco"]
-        self.substeps = int(sim["substeps"])
+        sim_cfg = cfg["mujoco"]
+        self.substeps = int(sim_cfg["substeps"])
         # bounds past which a simulation has diverged though MuJoCo has not flagged it yet (a huge finite state)
-        self.max_abs_qvel = float(sim.get("max_abs_qvel", math.inf))
-        self.max_abs_reward = float(sim.get("max_abs_reward", math.inf))
+        self.max_abs_qvel = float(sim_cfg.get("max_abs_qvel", math.inf))
+        self.max_abs_reward = float(sim_cfg.get("max_abs_reward", math.inf))
 
         self.model = mujoco.MjModel.from_xml_path(os.path.join(ASSET_DIR, self.asset))
-        self.model.opt.timestep = float(sim["timestep"])
+        self.model.opt.timestep = float(sim_cfg["timestep"])
         self.configure_model(self.model)
-        nthread = int(sim.get("nthread", 0)) or usable_cpus()
-        self.batch = Batch(self.model, self.num_envs, nthread)
+        self.sim = make_sim(sim, self.model, self.num_envs, self.derived_fields, sim_cfg, self.device)
+        self.sim_device = self.sim.device  # where the state lives and the task's torch functions run
+        # the simulator's torch views, no copies (float64 on mujoco.batch, float32 on MuJoCo Warp)
+        self.qpos, self.qvel, self.ctrl, self.derived = self.sim.qpos, self.sim.qvel, self.sim.ctrl, self.sim.derived
 
-        # torch views of the batch's arrays, no copies: state rows (float64, writable) ...
-        self.qpos = torch.from_numpy(self.batch.bind("qpos"))
-        self.qvel = torch.from_numpy(self.batch.bind("qvel"))
-        self.ctrl = torch.from_numpy(self.batch.bind("ctrl"))
-        # ... and derived outputs, which the batch refreshes after every call (read-only for us; torch warns
-        # that it cannot mark them so)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            self.derived = {f: torch.from_numpy(self.batch.bind(f)) for f in self.derived_fields}
-        self._warning_counts = self.batch.warning[:, :, 1]  # (nsim, mjNWARNING), cleared by a reset
-        self._mj_stage_none = int(mujoco.mjtStage.mjSTAGE_NONE)
-
-        self.generator = torch.Generator().manual_seed(int(seed))
-        self.progress = torch.zeros(self.num_envs, dtype=torch.long)
-        self.last_actions = torch.zeros(self.num_envs, self.num_actions)
+        self.generator = torch.Generator(device=self.sim_device).manual_seed(int(seed))
+        self.progress = torch.zeros(self.num_envs, dtype=torch.long, device=self.sim_device)
+        self.last_actions = torch.zeros(self.num_envs, self.num_actions, device=self.sim_device)
         # staging buffer for everything a step returns: [obs | final_obs | reward | reset | time_out], so that
         # one copy carries it to the learner's device
-        self._out = torch.zeros(self.num_envs, 2 * self.num_obs + 3)
-        self._sim_ids = np.arange(self.num_envs, dtype=np.int32)
+        self._out = torch.zeros(self.num_envs, 2 * self.num_obs + 3, device=self.sim_device)
         self.active = self.num_envs
         self.diverged_total = 0
         self.setup()
@@ -96,10 +82,11 @@ class MujocoTask:
     # what a task supplies
 
     def configure_model(self, model: Any) -> None:
-        """Apply config values that live in the model (e.g. a motor gear) before the batch copies it."""
+        """Apply config values that live in the model (e.g. a motor gear) before the simulator copies it."""
 
     def setup(self) -> None:
-        """Build the task's constant tensors (limits, targets, scales) once the batch exists."""
+        """Build the task's constant tensors (limits, targets, scales, on self.sim_device) once the simulator
+        exists."""
 
     def compute_observations(self, sel: Selection) -> torch.Tensor:
         """Float32 observations of the envs in sel (a slice or an index tensor), unclipped."""
@@ -110,7 +97,7 @@ class MujocoTask:
         raise NotImplementedError
 
     def reset_state(self, ids: torch.Tensor) -> None:
-        """Write a fresh initial qpos/qvel for envs ids (the batch already reset them to the model's defaults)
+        """Write a fresh initial qpos/qvel for envs ids (the simulator already reset them to the model's defaults)
         and reset any per-env task buffers."""
         raise NotImplementedError
 
@@ -119,7 +106,7 @@ class MujocoTask:
 
     def reset(self) -> Dict[str, torch.Tensor]:
         """Reset every env of the pool and return the first observations of the active ones."""
-        self.reset_idx(torch.arange(self.num_envs))
+        self.reset_idx(torch.arange(self.num_envs, device=self.sim_device))
         return {"obs": self._observe(slice(0, self.active)).to(self.device)}
 
     def set_active(self, n: int) -> Dict[str, torch.Tensor]:
@@ -129,11 +116,11 @@ class MujocoTask:
 
     def step(self, actions: torch.Tensor) -> StepResult:
         n, num_obs = self.active, self.num_obs
-        actions = check_actions(actions, n, self.num_actions).to("cpu", torch.float32)
+        actions = check_actions(actions, n, self.num_actions).to(self.sim_device, torch.float32)
         actions = actions.clamp(-self.clip_actions, self.clip_actions)
         self.last_actions[:n] = actions
         self.ctrl[:n] = actions * self.power_scale
-        self.batch.step(None if n == self.num_envs else self._sim_ids[:n], self.substeps)
+        self.sim.step(n, self.substeps)
         self.progress[:n] += 1
 
         active = slice(0, n)
@@ -179,7 +166,7 @@ class MujocoTask:
         """Everything the next step depends on: state rows, episode counters, task buffers, reset RNG."""
         state: Dict[str, Any] = {name: getattr(self, name).clone() for name in self.state_buffers}
         state.update(
-            sim_state=torch.from_numpy(self.batch.state.copy()),
+            sim_state=self.sim.get_state(),
             generator=self.generator.get_state(),
             active=self.active,
             diverged_total=self.diverged_total,
@@ -188,12 +175,13 @@ class MujocoTask:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         saved = tuple(state["sim_state"].shape)
-        if saved != tuple(self.batch.state.shape):
+        if saved != self.sim.state_shape:
             raise UserError(
                 f"the checkpoint's env pool has {saved[0]} envs x {saved[1]} state values, this run "
-                f"{self.num_envs} x {self.batch.state.shape[1]}: resume with the same task and num_envs"
+                f"{self.num_envs} x {self.sim.state_shape[1]} ({self.sim.name}): resume with the same task, "
+                "num_envs and sim"
             )
-        self.batch.state[:] = state["sim_state"].numpy()
+        self.sim.set_state(state["sim_state"])
         for name in self.state_buffers:
             getattr(self, name).copy_(state[name])
         self.generator.set_state(state["generator"])
@@ -205,13 +193,12 @@ class MujocoTask:
 
     def reset_idx(self, ids: torch.Tensor) -> None:
         """Reset envs ids to fresh initial states (reset noise from this env's generator)."""
-        sims = ids.numpy().astype(np.int32)
-        # the batch reset clears state, controls and warning counters; forward() after the new state is
+        # the simulator's reset clears state, controls and divergence flags; forward() after the new state is
         # written refreshes the derived fields (sensors) the first observation reads
-        self.batch.reset(sims, stage=self._mj_stage_none)
+        self.sim.reset(ids)
         self.reset_state(ids)
         if self.derived_fields:
-            self.batch.forward(sims)
+            self.sim.forward(ids)
         self.progress[ids] = 0
         self.last_actions[ids] = 0.0
 
@@ -226,44 +213,34 @@ class MujocoTask:
             dst.copy_(obs)
 
     def _diverged(self, n: int, obs: torch.Tensor, rew: torch.Tensor) -> torch.Tensor:
-        """Which active envs (a bool mask of n) raised a MuJoCo warning, have a non-finite observation, or have
+        """Which active envs (a bool mask of n) the simulator flagged, have a non-finite observation, or have
         velocities or a reward past the task's bounds.
 
-        MuJoCo answers a diverging simulation (bad qacc, non-finite or huge state) by resetting its data to
-        the model defaults and counting a warning, so the state alone cannot tell; the counters can. They are
-        cleared by the reset. A simulation can also blow up to a huge but finite state a few steps before MuJoCo
-        flags it (one Ant episode returned about -18 million so): the bounds catch it on that step.
+        mujoco.batch answers a diverging simulation (bad qacc, non-finite or huge state) by resetting its data to
+        the model defaults and counting a warning, so the state alone cannot tell; MuJoCo Warp flags a world
+        whose contact or constraint buffers overflowed (its physics is then wrong). A simulation can also blow up
+        to a huge but finite state a few steps before MuJoCo flags it (one Ant episode returned about -18
+        million so): the bounds catch it on that step.
         """
         mask = (self.qvel[:n].abs().amax(dim=1) > self.max_abs_qvel) | (rew.abs() > self.max_abs_reward)
         mask[nonfinite_rows(obs)] = True
-        counts = self._warning_counts[:n]
-        if np.count_nonzero(counts):
-            mask |= torch.from_numpy(counts.any(axis=1))
+        flagged = self.sim.flagged(n)
+        if flagged is not None:
+            mask |= flagged
         return mask
 
 
-MUJOCO_LOGGER = "isaac_ppo.mujoco"
-LOGGED_WARNINGS = 100  # per process: the rest are only counted (extras["diverged"], env/diverged)
+def make_sim(sim: str, model: Any, num_envs: int, derived_fields: Tuple[str, ...], sim_cfg: Mapping[str, Any],
+             device: torch.device) -> Any:
+    """The simulator behind a task: mujoco.batch on the CPU ("mujoco"), or MuJoCo Warp on device ("mjwarp")."""
+    if sim == "mjwarp":
+        from isaac_ppo.tasks.sim_warp import WarpSim
 
+        return WarpSim(model, num_envs, derived_fields, sim_cfg, device)
+    from isaac_ppo.tasks.sim_batch import BatchSim
 
-def _send_mujoco_warnings_to_the_log(mujoco: Any) -> None:
-    """MuJoCo's own warnings (a line per diverged simulation, thousands an iteration when a task's scales are
-    wrong) go to the run's log file (Hydra's train.log), not to the console or a MUJOCO_LOG.TXT in the working
-    directory. The divergences themselves are counted per step and shown in the progress line."""
-    logger = logging.getLogger(MUJOCO_LOGGER)
-    logger.propagate = False  # the root logger's console handler must not print them
-    logger.handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)] or [
-        logging.NullHandler()]
-    logged = [0]
-
-    def to_log(message: str) -> None:  # (called from the batch's threads, with the GIL)
-        logged[0] += 1
-        if logged[0] <= LOGGED_WARNINGS:
-            logger.warning("MuJoCo: %s", message.strip())
-        elif logged[0] == LOGGED_WARNINGS + 1:
-            logger.warning("MuJoCo: further warnings are not logged (divergences are counted in env/diverged)")
-
-    mujoco.set_mju_user_warning(to_log)
+    nthread = int(sim_cfg.get("nthread", 0)) or usable_cpus()
+    return BatchSim(model, num_envs, derived_fields, sim_cfg, nthread)
 
 
 def usable_cpus() -> int:

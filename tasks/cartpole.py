@@ -41,10 +41,11 @@ class Cartpole(MujocoTask):
 
     def reset_state(self, ids: torch.Tensor) -> None:
         k = ids.numel()
-        pos = 0.2 * (torch.rand(k, 2, generator=self.generator, dtype=torch.float64) - 0.5)
-        vel = 0.5 * (torch.rand(k, 2, generator=self.generator, dtype=torch.float64) - 0.5)
-        self.qpos[ids] = pos
-        self.qvel[ids] = vel
+        on = self.sim_device
+        pos = 0.2 * (torch.rand(k, 2, generator=self.generator, dtype=torch.float64, device=on) - 0.5)
+        vel = 0.5 * (torch.rand(k, 2, generator=self.generator, dtype=torch.float64, device=on) - 0.5)
+        self.qpos[ids] = pos.to(self.qpos.dtype)  # (float64 on mujoco.batch, float32 on MuJoCo Warp)
+        self.qvel[ids] = vel.to(self.qvel.dtype)
 
 
 def cartpole_reward(obs: torch.Tensor, reset_dist: float) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -46,18 +46,20 @@ class LocomotionTask(MujocoTask):
         self.contact_force_scale = float(env["contactForceScale"])
         self.angular_velocity_scale = float(env.get("angularVelocityScale", 1.0))
 
-        limits = torch.from_numpy(self.model.jnt_range[1:].copy())  # hinges only (joint 0 is the root)
+        on = self.sim_device
+        limits = torch.from_numpy(self.model.jnt_range[1:].copy()).to(on)  # hinges only (joint 0 is the root)
         self.dof_lower, self.dof_upper = limits[:, 0], limits[:, 1]
         self.num_dof = limits.shape[0]
         # IsaacGymEnvs starts every dof at 0 clamped into its limits (the Ant's ankles sit at a limit)
-        self.initial_dof_pos = torch.zeros(self.num_dof, dtype=torch.float64).clamp(self.dof_lower, self.dof_upper)
-        gears = torch.from_numpy(self.model.actuator_gear[:, 0].copy()).float()
+        self.initial_dof_pos = torch.zeros(self.num_dof, dtype=torch.float64, device=on).clamp(
+            self.dof_lower, self.dof_upper)
+        gears = torch.from_numpy(self.model.actuator_gear[:, 0].copy()).float().to(on)
         self.motor_effort_ratio = gears / gears.max()
-        self.target_xy = torch.tensor([TARGET_X, 0.0], dtype=torch.float64)
-        start_xy = torch.from_numpy(self.model.qpos0[:2].copy())
+        self.target_xy = torch.tensor([TARGET_X, 0.0], dtype=torch.float64, device=on)
+        start_xy = torch.from_numpy(self.model.qpos0[:2].copy()).to(on)
         self.start_potential = -float(torch.linalg.norm(self.target_xy - start_xy)) / self.dt
         # float64: potentials are ~ -6e4 and the reward is their per-step difference of ~ 1e-1
-        self.potentials = torch.full((self.num_envs,), self.start_potential, dtype=torch.float64)
+        self.potentials = torch.full((self.num_envs,), self.start_potential, dtype=torch.float64, device=on)
 
     # observations ---------------------------------------------------------------------------------
 
@@ -117,10 +119,12 @@ class LocomotionTask(MujocoTask):
     def reset_state(self, ids: torch.Tensor) -> None:
         # the batch reset put the root at its start pose with zero velocity; add IsaacGymEnvs' dof noise
         k = ids.numel()
-        noise_pos = torch.rand(k, self.num_dof, generator=self.generator, dtype=torch.float64) * 0.4 - 0.2
-        noise_vel = torch.rand(k, self.num_dof, generator=self.generator, dtype=torch.float64) * 0.2 - 0.1
-        self.qpos[ids, 7:] = torch.max(torch.min(self.initial_dof_pos + noise_pos, self.dof_upper), self.dof_lower)
-        self.qvel[ids, 6:] = noise_vel
+        on = self.sim_device
+        noise_pos = torch.rand(k, self.num_dof, generator=self.generator, dtype=torch.float64, device=on) * 0.4 - 0.2
+        noise_vel = torch.rand(k, self.num_dof, generator=self.generator, dtype=torch.float64, device=on) * 0.2 - 0.1
+        dof_pos = torch.max(torch.min(self.initial_dof_pos + noise_pos, self.dof_upper), self.dof_lower)
+        self.qpos[ids, 7:] = dof_pos.to(self.qpos.dtype)  # (float64 on mujoco.batch, float32 on MuJoCo Warp)
+        self.qvel[ids, 6:] = noise_vel.to(self.qvel.dtype)
         self.potentials[ids] = self.start_potential
 
 

@@ -52,7 +52,7 @@ def resume_mismatch(saved_config_path: str, cfg: DictConfig) -> Optional[str]:
     saved = _flat(OmegaConf.to_container(OmegaConf.load(saved_config_path), resolve=False))
     now = _flat(OmegaConf.to_container(cfg, resolve=True))
     drawn = {"seed"} if now.get("seed") == -1 else set()  # seed=-1 continues the run's own seed
-    defaults = _schema_defaults()
+    defaults = dict(_schema_defaults(), **_task_defaults(now.get("task.name")))
     for key in sorted(set(saved) | set(now)):
         if key in CHANGEABLE_ON_RESUME | drawn:
             continue
@@ -77,6 +77,19 @@ def _schema_defaults() -> Dict[str, Any]:
         if dataclasses.is_dataclass(hint):
             found.update({f"{name}.{key}": value for key, value in defaults(hint).items()})
     return found
+
+
+def _task_defaults(task: Any) -> Dict[str, Any]:
+    """The dotted task.* keys of the packaged cfg/task/<task>.yaml (a key added there since a run was written,
+    e.g. task.mujoco.nconmax, left at its value: that run did the same)."""
+    import os
+
+    import isaac_ppo.cfg
+
+    path = os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "task", f"{task}.yaml")
+    if not isinstance(task, str) or not os.path.isfile(path):
+        return {}
+    return _flat(OmegaConf.to_container(OmegaConf.load(path), resolve=True), "task")
 
 
 def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:

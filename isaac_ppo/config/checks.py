@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from isaac_ppo.errors import UserError
 
 CHOICES = {
-    "sim": ("auto", "mujoco", "isaacgym"),
+    "sim": ("auto", "mujoco", "mjwarp", "isaacgym"),
     "dist_backend": ("auto", "nccl", "gloo"),
     "agent.backend": ("isaac_ppo", "rl_games"),
     "agent.lr_schedule": ("adaptive", "linear", "constant"),

@@ -37,7 +37,10 @@ def notes(cfg: DictConfig, backend: str) -> List[str]:
     """One line for each IsaacGymEnvs key this run sets that means nothing on its backend."""
     if backend == "isaacgym":
         return []
-    where = f"MuJoCo's physics runs on the CPU here (the learner on device={cfg.device})"
+    if backend == "mjwarp":
+        where = f"MuJoCo Warp's physics runs on device={cfg.device} here, beside the learner"
+    else:
+        where = f"MuJoCo's physics runs on the CPU here (the learner on device={cfg.device})"
     viewer = "MuJoCo has no viewer here (capture_video=true films env 0 offscreen)"
     out = []
     if cfg.sim_device not in (None, "cpu"):
@@ -86,7 +89,7 @@ def isaacgymenvs_keys_at_start(cfg: Any, comm: Any, resume_from: Optional[str]) 
     if cfg.torch_deterministic:
         make_deterministic()
     if comm.is_main:
-        for note in notes(cfg, resolve_sim(cfg.sim)):
+        for note in notes(cfg, resolve_sim(cfg.sim, cfg.device)):
             print(f"[{cfg.task.name}] note: {note}")
     if cfg.seed != -1:
         return cfg

@@ -1,7 +1,9 @@
 """make(): build a task behind the VecEnv contract on the chosen simulator.
 
-sim="mujoco" builds the MuJoCo port; sim="isaacgym" builds the IsaacGymEnvs task; sim="auto" takes Isaac Gym
-when it is loaded and CUDA is present, else MuJoCo. Task parameters come from cfg/task/<task>.yaml.
+sim="mujoco" builds the MuJoCo port on mujoco.batch (CPU); sim="mjwarp" the same port on MuJoCo Warp (on the
+run's device: a CUDA GPU, or the CPU for tests); sim="isaacgym" builds the IsaacGymEnvs task. sim="auto" takes
+Isaac Gym when it is loaded and CUDA is present; else MuJoCo Warp when the run's device is a CUDA GPU and
+mujoco-warp is installed; else mujoco.batch. Task parameters come from cfg/task/<task>.yaml.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from isaac_ppo.envs import isaacgym as isaacgym_backend
 from isaac_ppo.envs.contract import check_num_envs
 from isaac_ppo.errors import UserError
 
-SIMS = ("auto", "mujoco", "isaacgym")
+SIMS = ("auto", "mujoco", "mjwarp", "isaacgym")
+MUJOCO_PORTS = ("mujoco", "mjwarp")  # the backends that run tasks/ (one definition of each task's semantics)
 TASK_CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(isaac_ppo.cfg.__file__)), "task")
 MUJOCO_HINT = "the MuJoCo backend needs mujoco>=3.17 (Python>=3.10): pip install 'mujoco>=3.17', or use sim=isaacgym"
 
@@ -58,13 +61,17 @@ def apply_overrides(cfg: DictConfig, overrides: Optional[Dict[str, Any]], task: 
     return cfg
 
 
-def resolve_sim(sim: str) -> str:
-    """The concrete backend for sim (auto -> isaacgym or mujoco)."""
+def resolve_sim(sim: str, device: str = "cpu") -> str:
+    """The concrete backend for sim on device (auto -> isaacgym, mjwarp or mujoco: see the module docstring)."""
     if sim not in SIMS:
         raise UserError(f"unknown sim {sim!r}; choose one of: {', '.join(SIMS)}")
-    if sim == "auto":
-        return "isaacgym" if isaacgym_backend.available() else "mujoco"
-    return sim
+    if sim != "auto":
+        return sim
+    if isaacgym_backend.available():
+        return "isaacgym"
+    if str(device).startswith("cuda") and importlib.util.find_spec("mujoco_warp") is not None:
+        return "mjwarp"
+    return "mujoco"
 
 
 def make(
@@ -79,8 +86,8 @@ def make(
 ) -> Any:
     """Build task with num_envs parallel envs (default: the task config's env.numEnvs) behind the VecEnv contract.
 
-    device is where observations, rewards and flags arrive and where actions may live. On MuJoCo the physics
-    runs on the CPU and each step makes one copy to device. task_cfg, when given, is the whole task node (as
+    device is where observations, rewards and flags arrive and where actions may live. On mujoco.batch the
+    physics runs on the CPU and each step makes one copy to device; on MuJoCo Warp it runs on device. task_cfg, when given, is the whole task node (as
     Hydra composed it) in place of cfg/task/<task>.yaml; overrides apply on top of either. On Isaac Gym, what
     differs from cfg/task/<task>.yaml (but mujoco.*, the port's own) is forwarded onto IsaacGymEnvs' task config,
     and isaacgym_options are IsaacGymEnvs' device keys (isaacgym.make_env).
@@ -90,7 +97,7 @@ def make(
     else:
         cfg = apply_overrides(OmegaConf.create(task_cfg), overrides, task)
     num_envs = check_num_envs(cfg.env.numEnvs if num_envs is None else num_envs)
-    backend = resolve_sim(sim)
+    backend = resolve_sim(sim, device)
     if backend == "isaacgym":
         given = OmegaConf.to_container(cfg, resolve=True)
         defaults = OmegaConf.to_container(load_task_config(task), resolve=True)
@@ -104,4 +111,5 @@ def make(
 
     if task not in TASKS:
         raise UserError(f"task {task!r} has no MuJoCo port; ported tasks: {', '.join(sorted(TASKS))}")
-    return task_class(task)(OmegaConf.to_container(cfg, resolve=True), num_envs, seed=seed, device=device)
+    return task_class(task)(OmegaConf.to_container(cfg, resolve=True), num_envs, seed=seed, device=device,
+                            sim=backend)

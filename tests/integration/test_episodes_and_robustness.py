@@ -113,14 +113,6 @@ def test_a_huge_finite_state_is_caught_on_its_step_and_moves_no_statistic():
     assert rewards["unbounded"] > 500  # per step: what used to enter every mean (the -18M episode summed such)
 
 
-def test_a_non_finite_state_counts_as_diverged():
-    env = make("Cartpole", 4, sim="mujoco")
-    env.reset()
-    env.qvel[2, 1] = float("nan")
-    _, _, resets, extras = env.step(torch.zeros(4, 1))
-    assert extras["diverged"] == 1 and resets[2]
-
-
 def test_bad_input_is_refused_with_one_clear_message():
     with pytest.raises(UserError, match="unknown task 'Walker'; available tasks: Ant, Cartpole, Humanoid"):
         make("Walker", 4, sim="mujoco")
@@ -153,7 +145,7 @@ def test_bench_sim_prints_one_json_line_last():
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["task"] == "Cartpole" and report["num_envs"] == 64 and report["steps"] == 20
-    assert report["env_steps_per_s"] > 0 and report["raw_batch_steps_per_s"] > 0
+    assert report["env_steps_per_s"] > 0 and report["raw_steps_per_s"] > 0 and report["torch_threads"] == 1
     assert report["diverged"] == 0
 
 

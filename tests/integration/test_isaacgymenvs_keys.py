@@ -109,7 +109,10 @@ def test_a_run_written_before_keys_were_added_still_resumes_at_their_defaults(tm
         del saved[key]
     del saved.agent["num_mini_batches"]
     del saved.eval["stochastic"]
+    del saved.task.mujoco["nconmax"]  # (a task key: its default is the packaged cfg/task/<task>.yaml)
     OmegaConf.save(saved, path)
     assert resume_mismatch(path, cfg) is None  # the new keys at their defaults: the same run
+    assert resume_mismatch(path, compose_config([*SMALL, "task.mujoco.nconmax=3"])) == \
+        "task.mujoco.nconmax=None there, 3 here"
     assert resume_mismatch(path, compose_config([*SMALL, "torch_deterministic=true"])) == \
         "torch_deterministic=None there, True here"  # not at its default: another run

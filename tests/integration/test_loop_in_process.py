@@ -3,6 +3,7 @@ real MuJoCo, the logs, the checkpoints, play and resume. What only a process can
 stays in test_train_cli.py."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import os
 import pytest
 import torch
 
+from helpers import require_system
 from isaac_ppo.build import build_env_and_scheduler, build_runner
 from isaac_ppo.distributed import Local
 from isaac_ppo.errors import RunFailure, UserError
@@ -69,10 +71,14 @@ def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path
     assert calls == [] and os.path.isfile(tmp_path / "checkpoints" / "best.pt")
 
 
-@pytest.mark.parametrize("scheduler", ["fixed", "concurrent"])
-def test_resume_continues_exactly(tmp_path, scheduler):
-    """Stopped after 2 of 4 iterations and resumed from last.pt: the same rows and parameters as a run of 4."""
-    common = ["scheduler=" + scheduler, "seed=5"]
+@pytest.mark.parametrize("scheduler,sim", [("fixed", "mujoco"), ("concurrent", "mujoco"),
+                                           pytest.param("fixed", "mjwarp", marks=pytest.mark.xdist_group("mjwarp"))])
+def test_resume_continues_exactly(tmp_path, scheduler, sim):
+    """Stopped after 2 of 4 iterations and resumed from last.pt: the same rows and parameters as a run of 4, on
+    either MuJoCo backend (last.pt holds the env's own state: MuJoCo Warp's too)."""
+    if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
+        require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
+    common = ["scheduler=" + scheduler, "seed=5", "sim=" + sim]
     _, _, whole_runner, _ = _train(tmp_path / "whole", "max_iterations=4", *common)
     _train(tmp_path / "part", "max_iterations=2", *common)
     part = load(str(tmp_path / "part" / "checkpoints" / "last.pt"))

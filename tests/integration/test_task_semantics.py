@@ -1,4 +1,5 @@
-"""The MuJoCo ports against IsaacGymEnvs' task semantics, on real MuJoCo batches and constructed states."""
+"""The MuJoCo ports against IsaacGymEnvs' task semantics, on real MuJoCo batches and constructed states (what every
+backend must do with them, step by step, is tests/integration/test_backend_contract.py)."""
 from __future__ import annotations
 
 import math
@@ -25,20 +26,6 @@ def rotation_matrix(q):
     ])
 
 
-@pytest.mark.parametrize("task,num_obs,num_actions", [("Cartpole", 4, 1), ("Ant", 60, 8), ("Humanoid", 108, 21)])
-def test_sizes_and_first_observation(task, num_obs, num_actions):
-    env = make(task, 8, sim="mujoco")
-    assert (env.num_obs, env.num_actions) == (num_obs, num_actions)
-    obs = env.reset()["obs"]
-    assert obs.shape == (8, num_obs) and obs.dtype == torch.float32
-    obs, rew, resets, extras = env.step(torch.zeros(8, num_actions))
-    assert obs["obs"].shape == (8, num_obs)
-    assert rew.shape == (8,) and rew.dtype == torch.float32
-    assert resets.dtype == torch.bool and extras["time_outs"].dtype == torch.bool
-    assert extras["final_obs"].shape == (8, num_obs)
-    assert env.max_episode_length == (500 if task == "Cartpole" else 1000)
-
-
 def test_ant_observation_slices_on_a_constructed_state():
     env = make("Ant", 4, sim="mujoco")
     env.reset()
@@ -52,7 +39,7 @@ def test_ant_observation_slices_on_a_constructed_state():
     env.qpos[i] = torch.from_numpy(np.concatenate((pos, quat, dof_pos)))
     env.qvel[i] = torch.from_numpy(np.concatenate((lin_vel, ang_vel, dof_vel)))
     env.last_actions[i] = torch.linspace(-1, 1, 8)
-    env.batch.forward()  # sensors at the constructed state
+    env.sim.batch.forward()  # sensors at the constructed state
     obs = env.compute_observations(slice(0, 4))[i].double().numpy()
 
     rot = rotation_matrix(quat)
@@ -69,7 +56,7 @@ def test_ant_observation_slices_on_a_constructed_state():
     assert obs[11] == pytest.approx(rot[:2, 0] @ (to_target / np.linalg.norm(to_target)), abs=1e-6)
     np.testing.assert_allclose(obs[12:20], np.linspace(0.1, 0.9, 8) * 2 - 1, atol=1e-5)
     np.testing.assert_allclose(obs[20:28], dof_vel * 0.2, atol=1e-5)
-    np.testing.assert_allclose(obs[28:52], env.batch.bind("sensordata")[i] * 0.1, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(obs[28:52], env.sim.batch.bind("sensordata")[i] * 0.1, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(obs[52:60], np.linspace(-1, 1, 8), atol=1e-6)
 
 
@@ -94,7 +81,7 @@ def test_humanoid_observation_slices():
     env.qvel[i, 3:6] = torch.tensor([0.4, -0.8, 1.2], dtype=torch.float64)
     env.qvel[i, 6:] = torch.linspace(-1, 1, 21, dtype=torch.float64)
     env.ctrl[i] = torch.linspace(-0.5, 0.5, 21, dtype=torch.float64)
-    env.batch.forward()
+    env.sim.batch.forward()
     obs = env.compute_observations(slice(0, 3))[i].double().numpy()
     assert obs[0] == pytest.approx(1.2, abs=1e-6)
     np.testing.assert_allclose(obs[4:7], [0.1, -0.2, 0.3], atol=1e-6)  # angularVelocityScale 0.25
@@ -103,10 +90,10 @@ def test_humanoid_observation_slices():
     assert obs[9] == pytest.approx(math.atan2(math.sin(att), math.cos(att)), abs=1e-5)
     assert -math.pi < obs[9] <= math.pi
     np.testing.assert_allclose(obs[33:54], np.linspace(-1, 1, 21) * 0.1, atol=1e-6)
-    qfrc = env.batch.bind("qfrc_actuator")[i, 6:]
+    qfrc = env.sim.batch.bind("qfrc_actuator")[i, 6:]
     assert np.abs(qfrc).max() > 1.0  # the controls produce actuation
     np.testing.assert_allclose(obs[54:75], qfrc * 0.01, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(obs[75:87], env.batch.bind("sensordata")[i] * 0.01, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(obs[75:87], env.sim.batch.bind("sensordata")[i] * 0.01, rtol=1e-5, atol=1e-5)
 
 
 def test_ant_reward_terms_on_constructed_observations():
@@ -174,34 +161,6 @@ def test_cartpole_force_follows_max_effort():
     assert env.qvel[0, 0].item() > 0.5 and env.qvel[1, 0].item() == pytest.approx(-env.qvel[0, 0].item())
 
 
-def test_time_out_flags_and_reset_within_the_step():
-    env = make("Ant", 4, sim="mujoco", episodeLength=5)
-    env.reset()
-    for step in range(1, 6):
-        obs, rew, resets, extras = env.step(torch.zeros(4, 8))
-        if step < 5:
-            assert not resets.any() and not extras["time_outs"].any()
-    assert resets.all() and extras["time_outs"].all()
-    assert env.progress.tolist() == [0, 0, 0, 0]
-    # obs is the new episode's first observation, final_obs the terminal one
-    assert not torch.equal(obs["obs"], extras["final_obs"])
-    assert torch.all(obs["obs"][:, 52:60] == 0)  # last actions start at zero
-    assert torch.allclose(obs["obs"][:, 0], torch.full((4,), 0.44))
-
-
-def test_death_is_terminal_not_a_time_out():
-    env = make("Cartpole", 3, sim="mujoco")
-    env.reset()
-    env.qpos[1, 0] = 2.99
-    env.qvel[1, 0] = 5.0
-    _, rew, resets, extras = env.step(torch.zeros(3, 1))
-    assert resets.tolist() == [False, True, False]
-    assert not extras["time_outs"].any()
-    assert rew[1].item() == -2.0
-    assert extras["final_obs"][1, 0].item() > 3.0  # the terminal cart position
-    assert abs(env.qpos[1, 0].item()) <= 0.1  # reset already
-
-
 def test_reset_distributions():
     n = 4096
     ant = make("Ant", n, sim="mujoco", seed=1)
@@ -230,78 +189,3 @@ def test_reset_distributions():
     assert cart.qvel.abs().max().item() <= 0.25 and cart.qvel.abs().max().item() > 0.249
 
 
-def test_same_seed_same_trajectory_other_seed_other_trajectory():
-    def rollout(seed):
-        env = make("Ant", 16, sim="mujoco", seed=seed, episodeLength=30)
-        generator = torch.Generator().manual_seed(123)
-        trajectory = [env.reset()["obs"]]
-        for _ in range(70):  # crosses two time-outs, so resets are part of it
-            obs, rew, _, _ = env.step(torch.rand(16, 8, generator=generator) * 2 - 1)
-            trajectory += [obs["obs"], rew[:, None]]
-        return torch.cat(trajectory, dim=1)
-
-    first, second, other = rollout(7), rollout(7), rollout(8)
-    assert torch.equal(first, second)
-    assert not torch.equal(first, other)
-
-
-def test_set_active_steps_only_the_leading_envs():
-    env = make("Ant", 32, sim="mujoco")
-    env.reset()
-    frozen_qpos = env.qpos[8:].clone()
-    obs = env.set_active(8)["obs"]
-    assert obs.shape == (8, 60)
-    for _ in range(5):
-        obs, rew, resets, extras = env.step(torch.ones(8, 8))
-    assert obs["obs"].shape == (8, 60) and rew.shape == (8,) and extras["time_outs"].shape == (8,)
-    assert torch.equal(env.qpos[8:], frozen_qpos)
-    assert env.progress[:8].tolist() == [5] * 8 and env.progress[8:].tolist() == [0] * 24
-    obs = env.set_active(32)["obs"]
-    assert obs.shape == (32, 60)
-    env.step(torch.zeros(32, 8))
-    assert env.progress[8:].tolist() == [1] * 24
-
-
-# the reward's terms each task reports (extras["reward_terms"]), as IsaacGymEnvs' reward functions add them up
-TERMS = {
-    "Cartpole": ["alive", "pole_angle", "cart_velocity", "pole_velocity", "death"],
-    "Ant": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
-    "Humanoid": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
-}
-
-
-@pytest.mark.parametrize("task", sorted(TERMS))
-def test_reward_terms_add_up_to_the_reward_on_every_step_falls_included(task):
-    env = make(task, 16, sim="mujoco", seed=2)
-    env.reset()
-    generator = torch.Generator().manual_seed(0)
-    deaths = 0
-    for t in range(120):  # strong random actions: poles drop; robots are put on the ground (torso at 0.1 m)
-        if task != "Cartpole" and t % 30 == 29:
-            env.qpos[:4, 2] = 0.1
-        actions = 2 * torch.rand(16, env.num_actions, generator=generator) - 1
-        _, rew, resets, extras = env.step(actions)
-        terms = extras["reward_terms"]
-        assert list(terms) == TERMS[task]
-        total = torch.stack(list(terms.values())).sum(dim=0)
-        torch.testing.assert_close(total, rew, rtol=1e-5, atol=1e-5)
-        dead = terms["death"] != 0
-        deaths += int(dead.sum())
-        assert bool(resets[dead].all())  # a death term only on a terminal step, where it is the whole reward
-        torch.testing.assert_close(rew[dead], terms["death"][dead])
-    assert deaths > 0
-
-
-def test_reward_terms_per_finished_episode_sum_to_its_return():
-    from isaac_ppo.envs.episodes import EpisodeTracker
-
-    env = make("Ant", 32, sim="mujoco", seed=1, episodeLength=15)
-    tracker = EpisodeTracker(32)
-    env.reset()
-    for _ in range(31):  # two whole episodes per env
-        _, rew, resets, extras = env.step(torch.zeros(32, 8))
-        tracker.update(rew, resets, extras["diverged_envs"], extras["reward_terms"])
-    stats = tracker.statistics()
-    assert stats["episodes"] == 64
-    assert sum(stats["reward_terms"].values()) == pytest.approx(stats["batch_mean_return"], rel=1e-6)
-    assert stats["reward_terms"]["alive"] == pytest.approx(15 * 0.5)  # 0.5 a step, 15 steps, nobody falls

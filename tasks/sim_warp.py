@@ -1,0 +1,166 @@
+"""WarpSim: a pool of MuJoCo simulations on MuJoCo Warp (PyPI mujoco-warp), float32, on a CUDA GPU or the CPU.
+
+The same surface as sim_batch.BatchSim, so a task's semantics run unchanged on either. MuJoCo Warp differs from
+mujoco.batch in ways this class absorbs:
+- ``mjw.step`` advances every world. Stepping only the first n (the contract's active subset) is emulated:
+  the other worlds' state rows are kept aside and written back, so they resume exactly where they stood.
+- No auto-reset and no warning counters: a diverging world shows as a non-finite state, and a world whose
+  contact or constraint buffers overflowed (its physics is silently wrong from then on) as a nonzero
+  ``d.overflow`` bitmask (sticky until the world is reset). ``flagged`` reports both, so the task ends those
+  episodes as diverged and resets them; nothing they produced is trained on. The buffers are sized per task
+  (``mujoco.nconmax``/``njmax`` in cfg/task/*.yaml, measured, overridable).
+- The substep loop is recorded once as a graph (a CUDA graph on the GPU; warp records and replays on the CPU
+  too, bit for bit) and replayed each control step; inputs are written in place through zero-copy torch views.
+- Kernels are compiled per model on first use (~100 s each on a CPU), then cached (WARP_CACHE_PATH, default
+  ~/.cache/warp).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import torch
+
+from isaac_ppo.envs.contract import nonfinite_rows
+from isaac_ppo.errors import UserError
+
+INSTALL_HINT = ("sim=mjwarp needs MuJoCo Warp (Python >= 3.11): pip install 'isaac-ppo[mjwarp]', "
+                "or use sim=mujoco")
+# the per-world arrays whose values the next step depends on (besides the derived fields a task reads);
+# what a checkpoint carries and what the inactive worlds keep across a step of the others
+STATE_FIELDS = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "time")
+
+
+def import_warp() -> Tuple[Any, Any]:
+    try:
+        import warp as wp
+
+        wp.config.quiet = True  # no banner, no line per module loaded (set before mujoco_warp initialises warp)
+        import mujoco_warp as mjw
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+    return wp, mjw
+
+
+class WarpSim:
+    """num_envs worlds of model on MuJoCo Warp, on device (torch's cpu or cuda[:i])."""
+
+    name = "mjwarp"
+
+    def __init__(self, model: Any, num_envs: int, derived_fields: Sequence[str], sim_cfg: Mapping[str, Any],
+                 device: torch.device):
+        wp, mjw = import_warp()
+        self.wp, self.mjw = wp, mjw
+        wp.init()
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            self.wp_device = f"cuda:{self.device.index or 0}"
+            if not wp.is_cuda_available():
+                raise UserError(f"device={device}: MuJoCo Warp finds no CUDA device here; use device=cpu")
+        elif self.device.type == "cpu":
+            self.wp_device = "cpu"
+        else:
+            raise UserError(f"sim=mjwarp runs on device=cpu or device=cuda[:i], not {device}")
+        self.model = model
+        self.num_envs = num_envs
+        nconmax = sim_cfg.get("nconmax")
+        njmax = sim_cfg.get("njmax")
+        with wp.ScopedDevice(self.wp_device):
+            try:
+                self.m = mjw.put_model(model)
+            except NotImplementedError as error:
+                raise UserError(f"MuJoCo Warp cannot run this task's model: {error}") from None
+            self.m.opt.warn_overflow = 0  # overflowed worlds are counted per env (flagged), not printed
+            self.d = mjw.make_data(model, nworld=num_envs, nconmax=None if nconmax is None else int(nconmax),
+                                   njmax=None if njmax is None else int(njmax))
+        view = wp.to_torch  # zero copy, on the simulation's device
+        self.qpos, self.qvel, self.ctrl = view(self.d.qpos), view(self.d.qvel), view(self.d.ctrl)
+        self.derived = {f: view(getattr(self.d, f)) for f in derived_fields}
+        self._overflow = view(self.d.overflow)
+        self.state_rows: List[torch.Tensor] = [view(getattr(self.d, f)) for f in STATE_FIELDS]
+        self._rows = self.state_rows + list(self.derived.values())
+        self._selected = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        self._selected_wp = wp.from_torch(self._selected)
+        self._graphs: Dict[int, Any] = {}
+
+        print(f"[mjwarp] {num_envs} worlds on {self.wp_device}: loading kernels (compiled on first use per model, "
+              "~100 s on a CPU; cached in WARP_CACHE_PATH, default ~/.cache/warp)", file=sys.stderr, flush=True)
+        self._forward_graph = self._record(lambda: mjw.forward(self.m, self.d))
+        self._step_graph(int(sim_cfg["substeps"]))  # (recorded now: the task's substeps; others when first asked)
+
+    # ----------------------------------------------------------------------------------------------
+
+    def step(self, n: int, substeps: int) -> None:
+        """Advance the first n worlds by substeps physics steps; the others keep their state."""
+        graph = self._step_graph(substeps)
+        kept = [row[n:].clone() for row in self._rows] if n < self.num_envs else None
+        self.wp.capture_launch(graph)
+        if kept is not None:
+            for row, value in zip(self._rows, kept):
+                row[n:] = value
+            self._overflow[n:] = 0  # (an inactive world's stepped copy may have overflowed; it was not kept)
+
+    def reset(self, ids: torch.Tensor) -> None:
+        """Put worlds ids back to the model's defaults (state, controls, overflow flags)."""
+        self._select(ids)
+        with self.wp.ScopedDevice(self.wp_device):
+            self.mjw.reset_data(self.m, self.d, reset=self._selected_wp)
+
+    def forward(self, ids: torch.Tensor) -> None:
+        """Refresh the derived fields of worlds ids from their (just written) state. mjw.forward computes every
+        world; the others keep the values their last step left (those of its last substep, as mujoco.batch)."""
+        self._select(ids)
+        kept = {name: value.clone() for name, value in self.derived.items()}
+        self.wp.capture_launch(self._forward_graph)
+        chosen = self._selected.unsqueeze(1)
+        for name, value in self.derived.items():
+            torch.where(chosen, value, kept[name], out=value)
+
+    def flagged(self, n: int) -> Optional[torch.Tensor]:
+        """Which of the first n worlds overflowed a contact/constraint buffer or hold a non-finite state."""
+        mask = self._overflow[:n] != 0
+        for state in (self.qpos[:n], self.qvel[:n]):
+            bad = nonfinite_rows(state)
+            if bad.numel():
+                mask[bad] = True
+        return mask
+
+    def get_state(self) -> torch.Tensor:
+        return torch.cat([row.reshape(self.num_envs, -1) for row in self._rows], dim=1).to("cpu", copy=True)
+
+    def set_state(self, state: torch.Tensor) -> None:
+        state = state.to(self.device)
+        start = 0
+        for row in self._rows:
+            width = row.reshape(self.num_envs, -1).shape[1]
+            row.copy_(state[:, start : start + width].reshape(row.shape))
+            start += width
+        self._overflow.zero_()
+
+    @property
+    def state_shape(self) -> tuple:
+        return (self.num_envs, sum(row.reshape(self.num_envs, -1).shape[1] for row in self._rows))
+
+    # ----------------------------------------------------------------------------------------------
+
+    def _step_graph(self, substeps: int) -> Any:
+        if substeps not in self._graphs:
+            self._graphs[substeps] = self._record(lambda: [self.mjw.step(self.m, self.d) for _ in range(substeps)])
+        return self._graphs[substeps]
+
+    def _select(self, ids: torch.Tensor) -> None:
+        self._selected.zero_()
+        self._selected[ids.to(self.device)] = True
+
+    def _record(self, launch: Any) -> Any:
+        """Run launch once eagerly (compiles its kernels; the state it leaves is overwritten by the first
+        reset), then record it as a graph to replay."""
+        wp = self.wp
+        with wp.ScopedDevice(self.wp_device):
+            saved = [row.clone() for row in self._rows + [self._overflow]]
+            launch()
+            with wp.ScopedCapture(device=self.wp_device) as capture:
+                launch()
+            for row, value in zip(self._rows + [self._overflow], saved):
+                row.copy_(value)
+        return capture.graph

@@ -1,0 +1,210 @@
+"""The VecEnv contract, one suite over every backend that runs our task ports: mujoco.batch (sim=mujoco) and
+MuJoCo Warp (sim=mjwarp, on its CPU device here). What a step returns, when flags fire, resets inside the step,
+the active subset, determinism, reward terms, divergence, and exact resume: the same assertions on both.
+
+sim=mjwarp runs on Cartpole in the default suite (its kernels compile once per model, ~1-2 minutes on an empty
+cache: tests/conftest.py); on Ant and Humanoid with --mjwarp-all-models. The mjwarp cases share one xdist
+worker (xdist_group), so the suite compiles them once.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from helpers import require_system
+from isaac_ppo.envs import make
+from isaac_ppo.envs.episodes import EpisodeTracker
+from isaac_ppo.errors import InputError
+
+MJWARP = pytest.mark.xdist_group("mjwarp")
+
+
+def case(sim: str, task: str):
+    marks = []
+    if sim == "mjwarp":
+        marks.append(MJWARP)
+        if task != "Cartpole":
+            marks.append(pytest.mark.mjwarp_models)
+    return pytest.param(sim, task, marks=marks, id=f"{sim}-{task}")
+
+
+CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in ("Cartpole", "Ant", "Humanoid")]
+SHAPES = {"Cartpole": (4, 1, 500), "Ant": (60, 8, 1000), "Humanoid": (108, 21, 1000)}
+# the reward's terms each task reports (extras["reward_terms"]), as IsaacGymEnvs' reward functions add them up
+TERMS = {
+    "Cartpole": ["alive", "pole_angle", "cart_velocity", "pole_velocity", "death"],
+    "Ant": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
+    "Humanoid": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
+}
+
+
+def build(sim: str, task: str, num_envs: int, **kwargs):
+    if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
+        require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
+    return make(task, num_envs, sim=sim, device="cpu", **kwargs)
+
+
+def knock_down(env, task: str, ids) -> None:
+    """Put envs ids into a state their task ends as terminal on the next step."""
+    if task == "Cartpole":
+        env.qpos[ids, 0] = 2.99  # the cart at the edge ...
+        env.qvel[ids, 0] = 5.0  # ... and leaving
+    else:
+        env.qpos[ids, 2] = 0.1  # the torso on the ground
+
+
+@pytest.mark.parametrize("sim,task", CASES)
+def test_shapes_dtypes_and_flags(sim, task):
+    num_obs, num_actions, length = SHAPES[task]
+    env = build(sim, task, 8)
+    assert (env.num_obs, env.num_actions, env.max_episode_length) == (num_obs, num_actions, length)
+    obs = env.reset()["obs"]
+    assert obs.shape == (8, num_obs) and obs.dtype == torch.float32 and torch.isfinite(obs).all()
+    obs, rew, resets, extras = env.step(torch.zeros(8, num_actions))
+    assert obs["obs"].shape == (8, num_obs) and obs["obs"].dtype == torch.float32
+    assert rew.shape == (8,) and rew.dtype == torch.float32
+    assert resets.dtype == torch.bool and extras["time_outs"].dtype == torch.bool
+    assert extras["final_obs"].shape == (8, num_obs) and extras["diverged_envs"].shape == (8,)
+    assert list(extras["reward_terms"]) == TERMS[task]
+    with pytest.raises(InputError, match="actions must have shape"):
+        env.step(torch.zeros(7, num_actions))
+    bad = torch.zeros(8, num_actions)
+    bad[5, 0] = float("nan")
+    with pytest.raises(InputError, match="non-finite actions refused for 1 env"):
+        env.step(bad)
+
+
+@pytest.mark.parametrize("sim,task", CASES)
+def test_time_out_resets_inside_the_step_and_final_obs_is_the_terminal_one(sim, task):
+    env = build(sim, task, 4, episodeLength=5)
+    first = env.reset()["obs"]
+    for step in range(1, 6):
+        obs, rew, resets, extras = env.step(torch.zeros(4, env.num_actions))
+        if step < 5:
+            assert not resets.any() and not extras["time_outs"].any()
+            torch.testing.assert_close(extras["final_obs"], obs["obs"])  # equal on rows that did not end
+    if task == "Cartpole":  # (a fresh pole may fall within 5 steps of zero force: whichever ended, ended)
+        assert resets.all() and bool((extras["time_outs"] | (rew == -2.0)).all())
+    else:
+        assert resets.all() and extras["time_outs"].all()
+    assert env.progress.tolist() == [0, 0, 0, 0]
+    assert not torch.equal(obs["obs"], extras["final_obs"])  # obs: the new episode's first observation
+    assert obs["obs"].abs().max() < 10 and first.shape == obs["obs"].shape
+    if task != "Cartpole":
+        assert torch.all(obs["obs"][:, -env.num_actions:] == 0)  # last actions start at zero
+        torch.testing.assert_close(obs["obs"][:, 0], first[:, 0])  # the start height
+
+
+@pytest.mark.parametrize("sim,task", CASES)
+def test_a_terminal_state_ends_the_episode_not_as_a_time_out(sim, task):
+    env = build(sim, task, 3)
+    env.reset()
+    knock_down(env, task, 1)
+    _, rew, resets, extras = env.step(torch.zeros(3, env.num_actions))
+    assert resets.tolist() == [False, True, False]
+    assert not extras["time_outs"].any() and extras["diverged"] == 0
+    terms = extras["reward_terms"]
+    assert rew[1].item() == pytest.approx(terms["death"][1].item()) and terms["death"][1].item() != 0
+    assert env.progress[1].item() == 0  # reset already
+
+
+@pytest.mark.parametrize("sim,task", CASES)
+def test_same_seed_same_trajectory_other_seed_other_trajectory(sim, task):
+    def rollout(seed):
+        env = build(sim, task, 8, seed=seed, episodeLength=12)
+        generator = torch.Generator().manual_seed(123)
+        trajectory = [env.reset()["obs"]]
+        for _ in range(30):  # crosses two time-outs, so resets are part of it
+            obs, rew, _, _ = env.step(torch.rand(8, env.num_actions, generator=generator) * 2 - 1)
+            trajectory += [obs["obs"], rew[:, None]]
+        return torch.cat(trajectory, dim=1)
+
+    first, second, other = rollout(7), rollout(7), rollout(8)
+    assert torch.equal(first, second)
+    assert not torch.equal(first, other)
+
+
+@pytest.mark.parametrize("sim,task", CASES)
+def test_set_active_steps_only_the_leading_envs_and_the_rest_resume_where_they_stood(sim, task):
+    env = build(sim, task, 12, seed=3)
+    env.reset()
+    for _ in range(3):
+        env.step(torch.full((12, env.num_actions), 0.3))
+    kept_state = env.state_dict()["sim_state"][4:].clone()
+    kept_obs = env.set_active(12)["obs"][4:].clone()
+    assert env.set_active(4)["obs"].shape == (4, env.num_obs)
+    for _ in range(5):
+        obs, rew, resets, extras = env.step(torch.full((4, env.num_actions), 0.1))
+    assert obs["obs"].shape == (4, env.num_obs) and rew.shape == (4,) and extras["time_outs"].shape == (4,)
+    assert torch.equal(env.state_dict()["sim_state"][4:], kept_state)  # the whole state row, derived fields too
+    assert env.progress[:4].tolist() == [8] * 4 and env.progress[4:].tolist() == [3] * 8
+    assert torch.equal(env.set_active(12)["obs"][4:], kept_obs)
+    env.step(torch.zeros(12, env.num_actions))
+    assert env.progress[4:].tolist() == [4] * 8
+
+
+@pytest.mark.parametrize("sim,task", CASES)
+def test_reward_terms_add_up_to_the_reward_and_to_each_episode_return(sim, task):
+    env = build(sim, task, 16, seed=2, episodeLength=20)
+    tracker = EpisodeTracker(16)
+    env.reset()
+    generator = torch.Generator().manual_seed(0)
+    deaths = 0
+    for t in range(45):
+        if t % 15 == 14:
+            knock_down(env, task, slice(0, 4))
+        _, rew, resets, extras = env.step(2 * torch.rand(16, env.num_actions, generator=generator) - 1)
+        terms = extras["reward_terms"]
+        total = torch.stack(list(terms.values())).sum(dim=0)
+        torch.testing.assert_close(total, rew, rtol=1e-5, atol=1e-5)
+        dead = terms["death"] != 0
+        deaths += int(dead.sum())
+        assert bool(resets[dead].all())  # a death term only on a terminal step, where it is the whole reward
+        tracker.update(rew, resets, extras["diverged_envs"], terms)
+    assert deaths > 0
+    stats = tracker.statistics()
+    assert stats["episodes"] >= 16
+    assert sum(stats["reward_terms"].values()) == pytest.approx(stats["batch_mean_return"], rel=1e-5, abs=1e-4)
+
+
+@pytest.mark.parametrize("sim,task", CASES)
+def test_a_non_finite_state_is_diverged_reset_counted_and_kept_out_of_every_statistic(sim, task):
+    env = build(sim, task, 4)
+    tracker = EpisodeTracker(4)
+    env.reset()
+    env.qvel[2, -1] = float("nan")
+    obs, rew, resets, extras = env.step(torch.zeros(4, env.num_actions))
+    tracker.update(rew, resets, extras["diverged_envs"])
+    assert extras["diverged"] == 1 and env.diverged_total == 1
+    assert extras["diverged_envs"].tolist() == [False, False, True, False]
+    assert resets[2] and not extras["time_outs"][2] and rew[2].item() == 0.0
+    assert torch.isfinite(obs["obs"]).all() and torch.isfinite(extras["final_obs"]).all()
+    assert torch.isfinite(env.qpos).all() and torch.isfinite(env.qvel).all()
+    assert tracker.drain()["episodes"] == 0
+    _, _, resets, extras = env.step(torch.zeros(4, env.num_actions))
+    assert extras["diverged"] == 0 and not resets.any()
+
+
+@pytest.mark.parametrize("sim,task", CASES)
+def test_state_dict_resumes_bit_for_bit(sim, task):
+    """A checkpoint's env state (last.pt holds it) continues exactly: a second env of the same config that loads
+    it steps to the same observations and rewards as the first, resets and the reset noise included."""
+    def steps(env, count, seed):
+        generator = torch.Generator().manual_seed(seed)
+        out = []
+        for _ in range(count):
+            obs, rew, resets, _ = env.step(torch.rand(6, env.num_actions, generator=generator) * 2 - 1)
+            out += [obs["obs"], rew[:, None], resets[:, None].float()]
+        return torch.cat(out, dim=1)
+
+    first = build(sim, task, 6, seed=5, episodeLength=9)
+    first.reset()
+    steps(first, 7, 0)
+    state = first.state_dict()
+    expected = steps(first, 12, 1)  # crosses a time-out of every env
+    second = build(sim, task, 6, seed=99, episodeLength=9)
+    second.reset()
+    second.load_state_dict(state)
+    assert torch.equal(steps(second, 12, 1), expected)

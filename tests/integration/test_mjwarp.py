@@ -1,0 +1,129 @@
+"""sim=mjwarp: MuJoCo Warp against mujoco.batch from the same state and controls, what only MuJoCo Warp needs
+(overflowed buffers, the choice sim=auto makes), and a run that learns on it. On Warp's CPU device; Cartpole in
+the default suite, Ant and Humanoid with --mjwarp-all-models (tests/conftest.py). The contract itself, on both
+backends, is tests/integration/test_backend_contract.py."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from helpers import require_system, train_in_process
+from isaac_ppo.envs import make
+from isaac_ppo.envs.make import resolve_sim
+
+pytestmark = pytest.mark.xdist_group("mjwarp")  # one worker compiles the kernels, once
+
+
+def models(*tasks):
+    return [pytest.param(t, marks=[] if t == "Cartpole" else [pytest.mark.mjwarp_models]) for t in tasks]
+
+
+@pytest.fixture(autouse=True)
+def needs_mujoco_warp():
+    if importlib.util.find_spec("mujoco_warp") is None:
+        require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
+
+
+def same_start(task: str, num_envs: int = 6, seed: int = 4):
+    """A mujoco.batch env and a MuJoCo Warp env of task in one state: the batch's reset state rounded to float32
+    (Warp's precision), written to both; derived fields refreshed on both."""
+    batch = make(task, num_envs, sim="mujoco", seed=seed)
+    warp = make(task, num_envs, sim="mjwarp", seed=seed)
+    batch.reset()
+    warp.reset()
+    generator = torch.Generator().manual_seed(seed)
+    batch.qvel[:] += (torch.rand(batch.qvel.shape, generator=generator, dtype=torch.float64) - 0.5) * 0.5
+    for name in ("qpos", "qvel"):
+        rounded = getattr(batch, name).float()
+        getattr(batch, name).copy_(rounded.double())
+        getattr(warp, name).copy_(rounded)
+    everyone = torch.arange(num_envs)
+    batch.sim.forward(everyone)
+    warp.sim.forward(everyone)
+    return batch, warp
+
+
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid"))
+def test_physics_steps_match_mujoco_batch_within_float32(task):
+    """1 and 10 physics steps from the same state with the same controls (MuJoCo Warp is float32, mujoco.batch
+    float64; contacts and limits switch discontinuously, so longer horizons separate worlds by design)."""
+    batch, warp = same_start(task)
+    controls = (torch.rand(batch.ctrl.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64) - 0.5)
+    batch.ctrl.copy_(controls)
+    warp.ctrl.copy_(controls.float())
+    # (tolerances: measured 1.1e-7 / 1.6e-6 on qpos and 9.8e-6 / 2.6e-5 on qvel for the Ant, with room)
+    for steps, qpos_tol, qvel_tol in ((1, 1e-6, 1e-4), (9, 2e-5, 1e-3)):  # 1, then 10 in all
+        batch.sim.step(batch.num_envs, steps)
+        warp.sim.step(warp.num_envs, steps)
+        torch.testing.assert_close(warp.qpos.double(), batch.qpos, rtol=0, atol=qpos_tol)
+        torch.testing.assert_close(warp.qvel.double(), batch.qvel, rtol=0, atol=qvel_tol)
+
+
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid"))
+def test_task_observations_and_rewards_from_the_same_state_match(task):
+    """The task's semantics (one definition, tasks/) read each simulator's state and derived fields (the foot
+    force sensors, the actuator forces) to the same observations and rewards, within float32."""
+    batch, warp = same_start(task)
+    everyone = slice(0, batch.num_envs)
+    obs_batch, obs_warp = batch.compute_observations(everyone), warp.compute_observations(everyone)
+    torch.testing.assert_close(obs_warp, obs_batch, rtol=1e-4, atol=1e-4)
+    reward_batch, done_batch = batch.compute_reward(obs_batch, everyone)
+    reward_warp, done_warp = warp.compute_reward(obs_warp, everyone)
+    torch.testing.assert_close(reward_warp, reward_batch, rtol=1e-4, atol=1e-4)
+    assert torch.equal(done_warp, done_batch)
+
+
+def test_an_overflowed_world_is_diverged_reset_and_counted():
+    """MuJoCo Warp marks a world whose contact or constraint buffer overflowed (its physics is then wrong) in
+    d.overflow; the env ends that episode as diverged, resets the world (clearing the flag) and counts it."""
+    env = make("Cartpole", 4, sim="mjwarp")
+    env.reset()
+    env.sim._overflow[1] = 4  # (what MuJoCo Warp's step writes on a narrowphase overflow)
+    obs, rew, resets, extras = env.step(torch.zeros(4, 1))
+    assert extras["diverged"] == 1 and extras["diverged_envs"].tolist() == [False, True, False, False]
+    assert resets[1] and not extras["time_outs"][1] and rew[1].item() == 0.0
+    assert int(env.sim._overflow.abs().sum()) == 0
+    _, _, _, extras = env.step(torch.zeros(4, 1))
+    assert extras["diverged"] == 0
+
+
+@pytest.mark.mjwarp_models
+def test_a_contact_buffer_too_small_for_the_ant_is_caught_not_trained_on():
+    env = make("Ant", 4, sim="mjwarp", mujoco={"nconmax": 1})
+    env.reset()
+    diverged = 0
+    for _ in range(30):  # the Ant's feet touch down: 4+ contacts per world, a pool of 4
+        _, rew, _, extras = env.step(torch.zeros(4, 8))
+        diverged += extras["diverged"]
+        assert torch.isfinite(rew).all()
+    assert diverged > 0
+
+
+def test_sim_auto_takes_mujoco_warp_only_for_a_cuda_device():
+    assert resolve_sim("auto", "cpu") == "mujoco"
+    assert resolve_sim("auto", "cuda") == "mjwarp"  # (no Isaac Gym loaded here)
+    assert resolve_sim("mjwarp", "cpu") == "mjwarp"
+
+
+def test_bench_sim_on_mjwarp_reports_the_raw_loop_and_threads():
+    out = subprocess.run([sys.executable, "-m", "isaac_ppo.bench", "sim", "task=Cartpole", "num_envs=32",
+                          "steps=20", "sim=mjwarp"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["sim"] == "mjwarp" and report["warp_device"] == "cpu" and report["torch_threads"] == 1
+    assert report["env_steps_per_s"] > 0 and report["raw_steps_per_s"] > 0 and report["diverged"] == 0
+
+
+@pytest.mark.slow
+def test_cartpole_learns_on_mjwarp_to_the_mujoco_batch_threshold(tmp_path):
+    """The threshold and budget of the mujoco.batch benchmark (benchmarks/RESULTS.md: return >= 400 within 60
+    iterations at Cartpole's default size, 512 envs), on MuJoCo Warp, judged on the final evaluation."""
+    run = train_in_process(str(tmp_path), "task=Cartpole", "sim=mjwarp", "seed=0", "max_iterations=60",
+                           "diagnostics=off", "eval.interval=0")
+    final = run.summary["final_eval"]
+    assert final["return_mean"] >= 400, final
