@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -111,8 +113,10 @@ def test_sim_auto_takes_mujoco_warp_only_for_a_cuda_device():
 
 
 def test_bench_sim_on_mjwarp_reports_the_raw_loop_and_threads():
-    out = subprocess.run([sys.executable, "-m", "isaac_ppo.bench", "sim", "task=Cartpole", "num_envs=32",
-                          "steps=20", "sim=mjwarp"], capture_output=True, text=True, timeout=600)
+    # the installed console script, run outside the checkout so only the installed package can be imported
+    script = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-bench")
+    out = subprocess.run([script, "sim", "task=Cartpole", "num_envs=32", "steps=20", "sim=mjwarp"],
+                         capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["sim"] == "mjwarp" and report["warp_device"] == "cpu" and report["torch_threads"] == 1

@@ -152,7 +152,7 @@ def one_line_error(result, *fragments):
         (["agent.learning_rat=1e-3"], ["agent.learning_rat"]),
         (["max_iterations=many"], ["max_iterations"]),
         (["agent.horizon=2.5"], ["agent.horizon"]),
-        (["sim=bullet"], ["sim='bullet'", "auto, mujoco, isaacgym"]),
+        (["sim=bullet"], ["sim='bullet'", "auto, mujoco, mjwarp, isaacgym"]),
         (["task=Walker"], ["Walker"]),
         (["task=Cartpole", "agent.minibatch_size=1000"], ["agent.minibatch_size=1000", "8192"]),
         (["num_envs=0"], ["num_envs"]),
