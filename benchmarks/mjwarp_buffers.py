@@ -4,7 +4,7 @@ sizes in cfg/task/*.yaml (mujoco.nconmax, mujoco.njmax).
 MuJoCo Warp allocates contacts in one pool of num_envs x nconmax (a world may use more than its share while the
 pool lasts) and constraint rows strictly per world (njmax); a world past either is flagged (d.overflow) and the
 env resets it as diverged. The counts come from the same models on mujoco.batch (the same collision and
-constraint rules; MuJoCo Warp is the float32 port), read after every control step over whole episodes of three
+constraint rules; MuJoCo Warp is the float32 port), read after every physics substep (before the env resets the worlds that ended) over whole episodes of three
 kinds of actions: uniform random, bang-bang (+-1, the violent end), and, given a checkpoint of the task, the
 trained policy's mean action (a walking robot: feet strike, then lift).
 
@@ -34,6 +34,20 @@ def measure(task: str, envs: int, steps: int, actions: str, policy=None) -> dict
     obs = env.reset()["obs"]
     most_contacts = most_rows = pool = 0
     per_world = []
+    physics_step = env.sim.step
+
+    def step_and_count(n: int, substeps: int) -> None:
+        # counted right after the physics, before the env resets the worlds that ended (a fall's terminal
+        # state has the most contacts of its episode; a reset's forward() would overwrite its counts)
+        nonlocal most_contacts, most_rows, pool
+        for _ in range(substeps):
+            physics_step(n, 1)
+            most_contacts = max(most_contacts, int(ncon.max()))
+            most_rows = max(most_rows, int(nefc.max()))
+            pool = max(pool, int(ncon.sum()))
+        per_world.append(float(ncon.mean()))
+
+    env.sim.step = step_and_count
     for _ in range(steps):
         if policy is not None:
             with torch.no_grad():
@@ -43,10 +57,6 @@ def measure(task: str, envs: int, steps: int, actions: str, policy=None) -> dict
         else:
             act = torch.randint(0, 2, (envs, env.num_actions), generator=generator).float() * 2 - 1
         obs = env.step(act)[0]["obs"]
-        most_contacts = max(most_contacts, int(ncon.max()))
-        most_rows = max(most_rows, int(nefc.max()))
-        pool = max(pool, int(ncon.sum()))
-        per_world.append(float(ncon.mean()))
     return {"task": task, "actions": actions, "envs": envs, "steps": steps, "max_contacts_per_world": most_contacts,
             "max_pool_contacts_per_world": round(pool / envs, 2), "mean_contacts_per_world": round(sum(per_world) / len(per_world), 2),
             "max_constraint_rows_per_world": most_rows}

@@ -35,7 +35,7 @@ def import_warp() -> Tuple[Any, Any]:
     try:
         import warp as wp
 
-        wp.config.quiet = True  # no banner, no line per module loaded (set before mujoco_warp initialises warp)
+        wp.config.log_level = wp.LOG_WARNING  # no banner, no line per module (before mujoco_warp starts warp)
         import mujoco_warp as mjw
     except ImportError:
         raise UserError(INSTALL_HINT) from None
@@ -86,6 +86,8 @@ class WarpSim:
         print(f"[mjwarp] {num_envs} worlds on {self.wp_device}: loading kernels (compiled on first use per model, "
               "~100 s on a CPU; cached in WARP_CACHE_PATH, default ~/.cache/warp)", file=sys.stderr, flush=True)
         self._forward_graph = self._record(lambda: mjw.forward(self.m, self.d))
+        # (the reset reads the selection mask in place: one recording serves every selection)
+        self._reset_graph = self._record(lambda: mjw.reset_data(self.m, self.d, reset=self._selected_wp))
         self._step_graph(int(sim_cfg["substeps"]))  # (recorded now: the task's substeps; others when first asked)
 
     # ----------------------------------------------------------------------------------------------
@@ -103,8 +105,7 @@ class WarpSim:
     def reset(self, ids: torch.Tensor) -> None:
         """Put worlds ids back to the model's defaults (state, controls, overflow flags)."""
         self._select(ids)
-        with self.wp.ScopedDevice(self.wp_device):
-            self.mjw.reset_data(self.m, self.d, reset=self._selected_wp)
+        self.wp.capture_launch(self._reset_graph)
 
     def forward(self, ids: torch.Tensor) -> None:
         """Refresh the derived fields of worlds ids from their (just written) state. mjw.forward computes every

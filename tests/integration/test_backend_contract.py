@@ -51,8 +51,8 @@ def knock_down(env, task: str, ids) -> None:
     if task == "Cartpole":
         env.qpos[ids, 0] = 2.99  # the cart at the edge ...
         env.qvel[ids, 0] = 5.0  # ... and leaving
-    else:
-        env.qpos[ids, 2] = 0.1  # the torso on the ground
+    else:  # the torso below the termination height (Ant 0.31 m, Humanoid 0.8 m), as in a fall
+        env.qpos[ids, 2] = 0.2 if task == "Ant" else 0.5
 
 
 @pytest.mark.parametrize("sim,task", CASES)
