@@ -28,6 +28,8 @@
 #   PIP_CERT_FILE     CA bundle given to pip in the build               default: pip's cert, $PIP_CERT, ... or none
 #   NO_CACHE=1        build without Docker's layer cache (a full build, for the timing)
 #   REBUILD_BASE=1    make the base image again
+#   EXTRAS            the package's extras in the image (build arg)  default video; video,mjwarp for sim=mjwarp
+#   WARP_CUDA_ARCHS   with mjwarp: CUDA archs compiled ahead of time (build arg)  default: the Dockerfile's
 #   RUN_ARGS          the training overrides   default "task=Cartpole num_envs=64 agent.minibatch_size=256"
 #   OTHER_UID         the non-root uid of the second pair of runs       default 1234
 #   DOCKER            the docker client to use                          default: the first that can build
@@ -214,6 +216,12 @@ build_args=(--network=host -f docker/Dockerfile -t "$IMAGE"
             --build-arg "TORCH_INDEX_URL=$TORCH_INDEX_URL")
 if [ "$(id -u)" != 0 ]; then
   build_args+=(--build-arg "USER_UID=$(id -u)")  # the image's user is you (root keeps the default 1000)
+fi
+if [ -n "${EXTRAS:-}" ]; then
+  build_args+=(--build-arg "EXTRAS=$EXTRAS")
+fi
+if [ -n "${WARP_CUDA_ARCHS:-}" ]; then
+  build_args+=(--build-arg "WARP_CUDA_ARCHS=$WARP_CUDA_ARCHS")
 fi
 if [ -s "$cert" ]; then
   build_args+=(--secret "id=pip_cert,src=$cert")

@@ -367,6 +367,19 @@ def test_cpu_image_is_slim_python_with_cpu_torch_and_osmesa(cpu: Dockerfile) -> 
     assert re.search(r"pip install[^&]*/opt/isaac-ppo/src\[video\]", runs)
 
 
+def test_the_mjwarp_extra_compiles_warp_kernels_at_build_into_a_cache_any_uid_can_use(cpu: Dockerfile) -> None:
+    """--build-arg EXTRAS=video,mjwarp (GPU nodes without Isaac Gym): the install takes the extras named, the
+    precompile script runs only when mjwarp is among them, on Warp's CPU device (no GPU at build), into
+    WARP_CACHE_PATH, which is then writable by whichever uid runs the container."""
+    raw = " ".join(run.args for run in cpu.of("RUN"))
+    assert 'src[${EXTRAS}]' in raw and cpu.variables().get("EXTRAS") == "video"
+    assert 'case ",${EXTRAS}," in *,mjwarp,*) CUDA_VISIBLE_DEVICES="" python /opt/isaac-ppo/mjwarp_precompile.py' in raw
+    assert all(arch.isdigit() for arch in cpu.variables()["WARP_CUDA_ARCHS"].strip('"').split())
+    assert cpu.env().get("WARP_CACHE_PATH") == "/opt/warp-cache"
+    assert raw.index("mjwarp_precompile.py") < raw.index('chmod -R a+rwX "$WARP_CACHE_PATH"')
+    assert any(copy.operands()[0] == "docker/mjwarp_precompile.py" for copy in cpu.of("COPY"))
+
+
 def test_cpu_image_takes_its_base_as_a_build_arg_and_pip_cert_as_a_secret_it_does_not_keep(cpu: Dockerfile) -> None:
     """docker/build_and_run_cpu.sh builds on a base it imports (no registry) and gives pip the host's CA bundle
     as the pip_cert secret: mounted while pip runs, never copied, never in ENV or a build arg."""
