@@ -11,6 +11,8 @@ mujoco.batch in ways this class absorbs:
   (``mujoco.nconmax``/``njmax`` in cfg/task/*.yaml, measured, overridable).
 - The substep loop is recorded once as a graph (a CUDA graph on the GPU; warp records and replays on the CPU
   too, bit for bit) and replayed each control step; inputs are written in place through zero-copy torch views.
+  On the GPU, warp launches on its own stream (a graph cannot be recorded on torch's default stream): each
+  replay first waits for torch's pending work on the views, and torch's stream then waits for the replay.
 - Kernels are compiled on first use (from an empty cache on a 2-core CPU: Cartpole 28 s, then Ant 9 s and
   Humanoid 4 s more, most being shared), then cached (WARP_CACHE_PATH, default ~/.cache/warp).
 """
@@ -79,6 +81,7 @@ class WarpSim:
         self._overflow = view(self.d.overflow)
         self.state_rows: List[torch.Tensor] = [view(getattr(self.d, f)) for f in STATE_FIELDS]
         self._rows = self.state_rows + list(self.derived.values())
+        self._stream = wp.get_stream(self.wp_device) if self.device.type == "cuda" else None
         self._selected = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
         self._selected_wp = wp.from_torch(self._selected)
         self._graphs: Dict[int, Any] = {}
@@ -97,7 +100,7 @@ class WarpSim:
         """Advance the first n worlds by substeps physics steps; the others keep their state."""
         graph = self._step_graph(substeps)
         kept = [row[n:].clone() for row in self._rows] if n < self.num_envs else None
-        self.wp.capture_launch(graph)
+        self._replay(graph)
         if kept is not None:
             for row, value in zip(self._rows, kept):
                 row[n:] = value
@@ -106,14 +109,14 @@ class WarpSim:
     def reset(self, ids: torch.Tensor) -> None:
         """Put worlds ids back to the model's defaults (state, controls, overflow flags)."""
         self._select(ids)
-        self.wp.capture_launch(self._reset_graph)
+        self._replay(self._reset_graph)
 
     def forward(self, ids: torch.Tensor) -> None:
         """Refresh the derived fields of worlds ids from their (just written) state. mjw.forward computes every
         world; the others keep the values their last step left (those of its last substep, as mujoco.batch)."""
         self._select(ids)
         kept = {name: value.clone() for name, value in self.derived.items()}
-        self.wp.capture_launch(self._forward_graph)
+        self._replay(self._forward_graph)
         chosen = self._selected.unsqueeze(1)
         for name, value in self.derived.items():
             torch.where(chosen, value, kept[name], out=value)
@@ -154,15 +157,31 @@ class WarpSim:
         self._selected.zero_()
         self._selected[ids.to(self.device)] = True
 
+    def _replay(self, graph: Any) -> None:
+        if self._stream is None:  # (CPU: in order with torch's work)
+            self.wp.capture_launch(graph)
+            return
+        torch_stream = torch.cuda.current_stream(self.device)
+        self._stream.wait_stream(self.wp.stream_from_torch(torch_stream))
+        self.wp.capture_launch(graph, stream=self._stream)
+        torch_stream.wait_stream(self.wp.stream_to_torch(self._stream))
+
+    def _synchronize(self) -> None:
+        if self._stream is not None:
+            torch.cuda.synchronize(self.device)
+            self.wp.synchronize_device(self.wp_device)
+
     def _record(self, launch: Any) -> Any:
         """Run launch once eagerly (compiles its kernels; the state it leaves is overwritten by the first
         reset), then record it as a graph to replay."""
         wp = self.wp
         with wp.ScopedDevice(self.wp_device):
             saved = [row.clone() for row in self._rows + [self._overflow]]
+            self._synchronize()
             launch()
             with wp.ScopedCapture(device=self.wp_device) as capture:
                 launch()
+            self._synchronize()
             for row, value in zip(self._rows + [self._overflow], saved):
                 row.copy_(value)
         return capture.graph
