@@ -1,6 +1,8 @@
 """Whole episodes on real MuJoCo batches: falls, time-outs, divergence handling and bad input."""
 from __future__ import annotations
 
+import importlib.util
+
 import json
 import os
 import subprocess
@@ -131,6 +133,16 @@ def test_bad_input_is_refused_with_one_clear_message():
     with pytest.raises(InputError, match="env ids: 1, 3$"):
         env.step(actions)
     assert env.progress.tolist() == [0, 0, 0, 0]  # nothing was stepped
+
+
+def test_sim_mjwarp_without_mujoco_warp_or_on_an_unknown_device_is_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mujoco_warp", None)  # (as on Python < 3.11, where it does not install)
+    with pytest.raises(UserError, match=r"sim=mjwarp needs MuJoCo Warp \(Python >= 3.11\): pip install 'isaac-ppo\[mjwarp\]'"):
+        make("Cartpole", 4, sim="mjwarp")
+    monkeypatch.undo()
+    if importlib.util.find_spec("mujoco_warp") is not None:
+        with pytest.raises(UserError, match="sim=mjwarp runs on device=cpu or device=cuda"):
+            make("Cartpole", 4, sim="mjwarp", device="meta")
 
 
 def run_bench(*args):
