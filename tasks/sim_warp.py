@@ -56,9 +56,11 @@ class WarpSim:
         wp.init()
         self.device = torch.device(device)
         if self.device.type == "cuda":
-            self.wp_device = f"cuda:{self.device.index or 0}"
-            if not wp.is_cuda_available():
+            if not wp.is_cuda_available() or not torch.cuda.is_available():
                 raise UserError(f"device={device}: MuJoCo Warp finds no CUDA device here; use device=cpu")
+            if self.device.index is None:  # (torch's current device: a rank's own GPU under torchrun)
+                self.device = torch.device("cuda", torch.cuda.current_device())
+            self.wp_device = f"cuda:{self.device.index}"
         elif self.device.type == "cpu":
             self.wp_device = "cpu"
         else:
