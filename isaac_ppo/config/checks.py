@@ -49,6 +49,7 @@ def check(cfg: DictConfig) -> None:
         if value < low or (value == low and not low_allowed) or (high is not None and value > high):
             span = f"{'[' if low_allowed else '('}{low:g}, {'inf)' if high is None else f'{high:g}]'}"
             raise UserError(f"{key}={value!r} must be in {span}")
+    check_profile(cfg.profile, cfg.task.name)
     if cfg.pipeline not in (None, "gpu", "cpu"):
         raise UserError(f"pipeline={cfg.pipeline!r} is not one of: gpu, cpu (Isaac Gym's tensor pipeline)")
     hidden = list(cfg.agent.network.hidden)
@@ -88,6 +89,23 @@ def check(cfg: DictConfig) -> None:
     check_diagnostics(cfg.diagnostics, list(cfg.agent.network.hidden))
     if not cfg.test:  # (play collects no batch: no plan to check)
         check_scheduler(cfg)
+
+
+def check_profile(profile: str, task: str) -> None:
+    """profile=NAME composes cfg/profile/task/NAME_<task>.yaml when it exists (an optional default): a profile
+    without values for this task is refused, never applied as nothing."""
+    import os
+
+    import isaac_ppo.cfg
+
+    if profile == "none":
+        return
+    folder = os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "profile", "task")
+    if not os.path.isfile(os.path.join(folder, f"{profile}_{task}.yaml")):
+        tasks = sorted(name[len(profile) + 1: -len(".yaml")] for name in os.listdir(folder)
+                       if name.startswith(profile + "_") and name.endswith(".yaml"))
+        raise UserError(f"profile={profile} has no settings for task={task} (it has: {', '.join(tasks) or 'none'}): "
+                        f"drop profile={profile}, or set the values yourself")
 
 
 def check_rl_games(cfg: DictConfig) -> None:

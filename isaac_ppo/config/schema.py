@@ -126,6 +126,8 @@ class Config:
     wandb_tags: List[str] = dataclasses.field(default_factory=list)
     wandb_logcode_dir: str = ""
     wandb_logcode: bool = False
+    # a machine profile (cfg/profile/): its values were composed in; the name records which
+    profile: str = "none"
 
 
 def typed(resolved: Any) -> DictConfig:

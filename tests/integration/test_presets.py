@@ -70,3 +70,49 @@ def test_the_run_name_override_still_works_beside_presets():
     """`experiment=NAME` names the run (IsaacGymEnvs): this is why presets are a group named `preset`."""
     assert compose_config(["experiment=my_run"]).experiment == "my_run"
     assert compose_config(["preset=more_epochs", "experiment=mine"]).experiment == "mine"
+
+
+PROFILE_TASKS = os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "profile", "task")
+
+
+@pytest.mark.parametrize("name", sorted(f[:-5] for f in os.listdir(PROFILE_TASKS) if f.endswith(".yaml")))
+def test_a_machine_profile_sets_its_values_records_its_name_and_yields_to_overrides(name):
+    """profile=P task=T composes cfg/profile/task/P_T.yaml over the task's defaults (an explicit override, never
+    chosen by detecting the hardware); config.yaml then holds profile=P and the values; the user's own overrides
+    still win; without it the task keeps IsaacGymEnvs' values."""
+    from omegaconf import OmegaConf
+
+    profile, task = name.split("_", 1)
+    values = OmegaConf.load(os.path.join(PROFILE_TASKS, f"{name}.yaml"))
+    flat = {f"{k}": v for k, v in _flat(OmegaConf.to_container(values))}
+    cfg = compose_config([f"task={task}", f"profile={profile}"])
+    plain = compose_config([f"task={task}"])
+    assert cfg.profile == profile and plain.profile == "none"
+    for key, value in flat.items():
+        assert OmegaConf.select(cfg, key) == value, key
+    assert any(OmegaConf.select(plain, key) != value for key, value in flat.items())
+    first = next(iter(flat))
+    assert OmegaConf.select(compose_config([f"task={task}", f"profile={profile}", f"{first}=7"]), first) == 7
+
+
+def test_a_profile_without_values_for_the_task_is_refused_in_one_line():
+    from isaac_ppo.config.checks import check_profile
+    from isaac_ppo.errors import UserError
+
+    has = sorted(f[len("cpu_"):-5] for f in os.listdir(PROFILE_TASKS) if f.startswith("cpu_"))
+    with pytest.raises(UserError, match=rf"^profile=cpu has no settings for task=Walker \(it has: {', '.join(has)}\)"):
+        check_profile("cpu", "Walker")
+    check_profile("none", "Walker")  # no profile: nothing to look for
+    missing = [t for t in ("Cartpole", "Ant", "Humanoid") if t not in has]
+    for task in missing:  # the CLI's path: composed, then refused before anything is built
+        with pytest.raises(UserError, match=f"task={task}"):
+            compose_config([f"task={task}", "profile=cpu"])
+
+
+def _flat(tree, prefix=""):
+    for key, value in tree.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            yield from _flat(value, path)
+        else:
+            yield path, value
