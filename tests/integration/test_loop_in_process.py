@@ -72,7 +72,8 @@ def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path
 
 
 @pytest.mark.parametrize("scheduler,sim", [("fixed", "mujoco"), ("concurrent", "mujoco"),
-                                           pytest.param("fixed", "mjwarp", marks=pytest.mark.xdist_group("mjwarp"))])
+                                           pytest.param("fixed", "mjwarp",  # (slow: MuJoCo Warp's CPU device)
+                                                        marks=[pytest.mark.xdist_group("mjwarp"), pytest.mark.slow])])
 def test_resume_continues_exactly(tmp_path, scheduler, sim):
     """Stopped after 2 of 4 iterations and resumed from last.pt: the same rows and parameters as a run of 4, on
     either MuJoCo backend (last.pt holds the env's own state: MuJoCo Warp's too)."""

@@ -112,6 +112,7 @@ def test_sim_auto_takes_mujoco_warp_only_for_a_cuda_device():
     assert resolve_sim("mjwarp", "cpu") == "mjwarp"
 
 
+@pytest.mark.slow
 def test_bench_sim_on_mjwarp_reports_the_raw_loop_and_threads():
     # the installed console script, run outside the checkout so only the installed package can be imported
     script = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-bench")
