@@ -10,6 +10,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -64,12 +65,24 @@ def records(path):
             yield record
 
 
-def wandb_log(run_dir):
-    """The W&B run written in run_dir: its run record, its config and its history ({step: {key: value}})."""
+def wandb_log(run_dir, patience_s=30.0):
+    """The W&B run written in run_dir: its run record, its config and its history ({step: {key: value}}).
+
+    wandb's service process writes the transaction log; on a loaded machine the run record was once not there yet
+    when finish() had returned (CI, 2026-11-24): the log is read again until it holds one, for up to patience_s."""
     paths = glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))
     assert len(paths) == 1, paths
+    deadline = time.monotonic() + patience_s
+    while True:
+        found = _read_log(paths[0])
+        if found[0] is not None or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
+
+
+def _read_log(path):
     run, config, history = None, {}, {}
-    for record in records(paths[0]):
+    for record in records(path):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run = record.run
