@@ -33,6 +33,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from isaac_ppo.tune import Progress
+
 COMMON = ["task=Ant", "sim=mujoco", "diagnostics=off", "eval.interval=250000", "max_iterations=1000000",
           "save_interval=10"]
 ARMS = {"isaacgymenvs": [], "cpu": ["profile=cpu"]}
@@ -47,10 +49,11 @@ def run_folder(runs_dir: str, arm: str, seed: int) -> Optional[str]:
 
 
 def elapsed_s(rows: List[Dict[str, Any]]) -> float:
-    """The training clock with the evaluations' own seconds: what the evaluation's wall_s counts."""
-    evaluated = [row["eval"]["wall_s"] for row in rows if "eval" in row]
-    spent = sum(row["eval"]["seconds"] for row in rows if "eval" in row)
-    return max(rows[-1]["wall_s"] + spent, evaluated[-1] if evaluated else 0.0) if rows else 0.0
+    """The training clock with the evaluations' own seconds, as isaac-ppo-tune reads it (tune.Progress)."""
+    progress = Progress(float("inf"))
+    for row in rows:
+        progress.add(row)
+    return progress.elapsed
 
 
 def read_rows(path: str) -> List[Dict[str, Any]]:
@@ -75,12 +78,16 @@ def train_one(runs_dir: str, arm: str, overrides: List[str], seed: int, cap_s: f
     log = open(os.path.join(runs_dir, f"{experiment}.log"), "a")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     stopped = False
+    rows = read_rows(os.path.join(folder, "metrics.jsonl")) if folder else []  # (a resumed run's rows so far)
+    progress = Progress(float("inf") if stop_at is None else stop_at)
+    for row in rows:
+        progress.add(row)
     while process.poll() is None:
         time.sleep(1.0)
         folder = run_folder(runs_dir, arm, seed)
-        rows = read_rows(os.path.join(folder, "metrics.jsonl")) if folder else []
-        solved = stop_at is not None and any(row["eval"]["return_mean"] >= stop_at for row in rows if "eval" in row)
-        if not stopped and rows and (elapsed_s(rows) >= cap_s or solved):
+        if folder:
+            progress.read(os.path.join(folder, "metrics.jsonl"))  # (only the rows added since the last read)
+        if not stopped and (progress.elapsed >= cap_s or progress.solved):
             process.send_signal(signal.SIGTERM)
             stopped = True
     if process.returncode not in (0, STOPPED):

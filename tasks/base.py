@@ -239,12 +239,4 @@ def make_sim(sim: str, model: Any, num_envs: int, derived_fields: Tuple[str, ...
         return WarpSim(model, num_envs, derived_fields, sim_cfg, device)
     from isaac_ppo.tasks.sim_batch import BatchSim
 
-    nthread = int(sim_cfg.get("nthread", 0)) or usable_cpus()
-    return BatchSim(model, num_envs, derived_fields, sim_cfg, nthread)
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (a SLURM or container CPU limit, not the host's count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    return BatchSim(model, num_envs, derived_fields, sim_cfg)

@@ -7,8 +7,9 @@ itself flagged as diverged, and the state a checkpoint carries. MuJoCo Warp offe
 from __future__ import annotations
 
 import logging
+import os
 import warnings
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -22,7 +23,7 @@ class BatchSim:
 
     name = "mujoco"
 
-    def __init__(self, model: Any, num_envs: int, derived_fields: Sequence[str], sim_cfg: Dict[str, Any], nthread: int):
+    def __init__(self, model: Any, num_envs: int, derived_fields: Sequence[str], sim_cfg: Mapping[str, Any]):
         import mujoco
         from mujoco.batch import Batch
 
@@ -30,6 +31,7 @@ class BatchSim:
         self.model = model
         self.num_envs = num_envs
         self.device = torch.device("cpu")
+        nthread = int(sim_cfg.get("nthread", 0)) or usable_cpus()  # (0: every CPU this process may use)
         self.batch = Batch(model, num_envs, nthread)
         # torch views of the batch's arrays, no copies: state rows (float64, writable) ...
         self.qpos = torch.from_numpy(self.batch.bind("qpos"))
@@ -93,3 +95,10 @@ def _send_mujoco_warnings_to_the_log(mujoco: Any) -> None:
             logger.warning("MuJoCo: further warnings are not logged (divergences are counted in env/diverged)")
 
     mujoco.set_mju_user_warning(to_log)
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (a SLURM or container CPU limit, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
