@@ -52,7 +52,7 @@ def last(folder):
 
 
 def test_two_ranks_train_as_one_learner_and_resume_exactly(tmp_path):
-    straight = torchrun(tmp_path, "max_iterations=4", "experiment=straight")
+    straight = torchrun(tmp_path, "max_iterations=4", "save_interval=2", "experiment=straight")
     assert straight.returncode == 0, straight.stderr
     folder = run_dir(tmp_path, "straight")
     assert sorted(os.listdir(tmp_path / "runs")) == ["straight"]
@@ -71,13 +71,13 @@ def test_two_ranks_train_as_one_learner_and_resume_exactly(tmp_path):
     assert not torch.equal(state["ranks"][0]["obs"], state["ranks"][1]["obs"])  # two different pools (seed + rank)
     assert state["model"]["obs_norm.count"] > 2 * 4 * 64 * 16  # every rank's batches were folded in
 
-    # stopped after 2 iterations and resumed to 4: every rank restores its envs and streams, bit for bit
-    first = torchrun(tmp_path, "max_iterations=2", "experiment=parts")
-    assert first.returncode == 0, first.stderr
-    resumed = torchrun(tmp_path, "max_iterations=4", "experiment=parts", "resume=auto")
+    # resumed from its checkpoint of iteration 2 and run to 4 again: every rank restores its envs and streams
+    middle = os.path.join(folder, "checkpoints", "iter_000002.pt")
+    assert torch.load(middle, weights_only=False)["counters"]["iteration"] == 2
+    resumed = torchrun(tmp_path, "max_iterations=4", "save_interval=2", "experiment=straight", f"resume={middle}")
     assert resumed.returncode == 0, resumed.stderr
-    parts = sorted(glob.glob(str(tmp_path / "runs" / "parts" / "*")))
-    assert len(parts) == 2
+    parts = sorted(glob.glob(str(tmp_path / "runs" / "straight" / "*")))
+    assert len(parts) == 2 and parts[0] == folder
     expected, final = state["model"], last(parts[-1])["model"]
     for name in expected:
         assert torch.equal(expected[name], final[name]), name
