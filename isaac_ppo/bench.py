@@ -155,13 +155,6 @@ def peers_args(argv: List[str]) -> Dict[str, Any]:
             "overrides": overrides}
 
 
-def _train_command() -> List[str]:
-    import os
-
-    script = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
-    return [script] if os.path.isfile(script) else [sys.executable, "-m", "isaac_ppo.train"]
-
-
 def run_peer(backend: str, seed: int, args: Dict[str, Any], runs_dir: str) -> Dict[str, Any]:
     """One isaac-ppo-train subprocess; its metrics.jsonl rows, metrics.json and wall time."""
     import glob
@@ -171,7 +164,9 @@ def run_peer(backend: str, seed: int, args: Dict[str, Any], runs_dir: str) -> Di
     from isaac_ppo.errors import UserError
 
     experiment = f"peers_{backend}_s{seed}"
-    script = _train_command()
+    from isaac_ppo.watch import train_command
+
+    script = train_command()
     command = script + [
         f"task={args['task']}", f"seed={seed}", f"agent.backend={backend}", f"runs_dir={runs_dir}",
         f"experiment={experiment}", "diagnostics=off",

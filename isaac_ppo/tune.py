@@ -38,6 +38,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from isaac_ppo.errors import UserError
+from isaac_ppo.watch import Progress, die_with_parent, train_command
 
 USAGE = ("usage: isaac-ppo-tune space=NAME trials=N study=NAME [storage=URL] [trial_cap_s=S] "
          "[TRAIN_OVERRIDE ...]")
@@ -170,56 +171,6 @@ def score(threshold: float, cap_s: float, solved_s: Optional[float], best: Optio
     return cap_s * (1.0 + min(max(gap, 0.0), 1.0))
 
 
-def _die_with_parent() -> None:
-    """In the trial's process: receive SIGTERM when the tuner dies (even by SIGKILL), so train saves and stops."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
-    except (OSError, AttributeError):
-        pass
-
-
-def _train_command() -> List[str]:
-    script = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
-    return [script] if os.path.isfile(script) else [sys.executable, "-m", "isaac_ppo.train"]
-
-
-class Progress:
-    """What a trial's metrics.jsonl has said so far: the best evaluation and when the threshold was first met."""
-
-    def __init__(self, threshold: float) -> None:
-        self.threshold, self.offset, self.eval_s = threshold, 0, 0.0
-        self.best: Optional[float] = None
-        self.elapsed = 0.0
-        self.solved: Optional[Tuple[float, Optional[int]]] = None
-
-    def read(self, path: str) -> None:
-        if not os.path.isfile(path):
-            return
-        with open(path) as f:
-            f.seek(self.offset)
-            chunk = f.read()
-        complete = chunk[: chunk.rfind("\n") + 1]  # a row still being written waits for the next read
-        self.offset += len(complete.encode())
-        for line in complete.splitlines():
-            if line.strip():
-                self.add(json.loads(line))
-
-    def add(self, row: Dict[str, Any]) -> None:
-        evaluation = row.get("eval")
-        if isinstance(evaluation, dict):
-            self.eval_s += float(evaluation.get("seconds") or 0.0)
-        self.elapsed = float(row.get("wall_s", 0.0)) + self.eval_s  # row wall_s leaves evaluation out
-        if isinstance(evaluation, dict) and isinstance(evaluation.get("return_mean"), (int, float)):
-            at = float(evaluation.get("wall_s", self.elapsed))
-            self.elapsed = max(self.elapsed, at)
-            value = float(evaluation["return_mean"])
-            self.best = value if self.best is None else max(self.best, value)
-            if self.solved is None and value >= self.threshold:
-                self.solved = (at, evaluation.get("env_steps", row.get("env_steps")))
-
-
 def run_trial(trial: Any, command: List[str], run_root: str, space: Dict[str, Any], cap_s: float) -> Dict[str, Any]:
     """One isaac-ppo-train subprocess, watched and stopped as the module docstring says; what it reached."""
     import optuna
@@ -230,7 +181,7 @@ def run_trial(trial: Any, command: List[str], run_root: str, space: Dict[str, An
     reported, stopped, why = 0, False, "finished"
     started = time.perf_counter()
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         while True:
             done = process.poll() is not None
             runs = sorted(glob.glob(os.path.join(run_root, f"trial_{trial.number}", "*", "metrics.jsonl")))
@@ -378,7 +329,7 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
         trial.set_user_attr("seed", seed if seed is not None else "given")
         print(f"[tune] trial {trial.number}: isaac-ppo-train {' '.join(overrides)}", flush=True)
         try:
-            result = run_trial(trial, _train_command() + overrides, os.path.join(folder, "trials"), space, cap_s)
+            result = run_trial(trial, train_command() + overrides, os.path.join(folder, "trials"), space, cap_s)
         except optuna.TrialPruned:
             study.tell(trial, state=TrialState.PRUNED)
             print(f"[tune] trial {trial.number} PRUNED", flush=True)
