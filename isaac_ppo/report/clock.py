@@ -1,0 +1,179 @@
+"""The wall-clock view of a study's arms: time to each return threshold, the evaluation return at fixed minutes,
+where the time went, and the evaluation return against seconds and against env steps.
+
+Every number is read from the runs' metrics.jsonl on one clock (isaac_ppo.watch.Progress: the training's wall_s
+plus every evaluation's seconds, as metrics.json's solve_times counts it). A seed that never reached a threshold
+counts as not reached: its time is infinite, so the median is finite only while more than half the seeds reached
+it, and the bootstrap CI's upper end says "not reached" when resamples of misses decide it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import statistics
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from isaac_ppo.watch import Progress, clock_s, read_rows
+
+# the metrics.jsonl keys kept in a study's small per-run copies (everything a claim or a figure is read from)
+KEPT = ("iteration", "env_steps", "wall_s", "collect_s", "update_s", "num_envs", "rollout_length", "epochs",
+        "minibatches", "lr", "kl", "window_mean_return", "window_mean_length", "diverged", "eval", "diagnostics")
+
+
+def evaluations(rows: Sequence[Dict[str, Any]]) -> List[Tuple[float, int, float]]:
+    """(clock seconds, env steps, return_mean) of every evaluation in the rows."""
+    progress, points = Progress(), []
+    for row in rows:
+        progress.add(row)
+        evaluation = row.get("eval")
+        if isinstance(evaluation, dict) and isinstance(evaluation.get("return_mean"), (int, float)):
+            points.append((progress.elapsed, int(evaluation.get("env_steps", row.get("env_steps", 0))),
+                           float(evaluation["return_mean"])))
+    return points
+
+
+def bootstrap_median_ci(values: Sequence[float], reps: int = 10000, seed: int = 0) -> Tuple[float, float]:
+    """95% percentile-bootstrap CI of the median (inf entries: not reached)."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(list(values), k=len(values))) for _ in range(reps))
+    return medians[int(0.025 * reps)], medians[int(0.975 * reps) - 1]
+
+
+def summarise_arm(folders: Sequence[str], thresholds: Sequence[float], marks_min: Sequence[float]) -> Dict[str, Any]:
+    runs = [read_rows(os.path.join(folder, "metrics.jsonl")) for folder in folders]
+    out: Dict[str, Any] = {"runs": len(runs)}
+    for threshold in thresholds:
+        seconds, steps = [], []
+        for rows in runs:
+            hit = next(((s, e) for s, e, r in evaluations(rows) if r >= threshold), (math.inf, None))
+            seconds.append(hit[0])
+            steps.append(hit[1])
+        key = f"to_{threshold:g}"
+        out[f"{key}_reached"] = f"{sum(math.isfinite(s) for s in seconds)}/{len(runs)}"
+        out[f"{key}_s"] = [round(s, 1) if math.isfinite(s) else None for s in seconds]
+        median = statistics.median(seconds)
+        low, high = bootstrap_median_ci(seconds)
+        out[f"{key}_median_s"] = round(median, 1) if math.isfinite(median) else None
+        out[f"{key}_ci95_s"] = [round(v, 1) if math.isfinite(v) else None for v in (low, high)]
+        out[f"{key}_env_steps"] = steps
+    for minutes in marks_min:
+        values = []
+        for rows in runs:
+            before = [r for s, _, r in evaluations(rows) if s <= 60 * minutes]
+            if before and clock_s(rows) >= 60 * minutes - 1:  # (a run that ended earlier has no value there)
+                values.append(before[-1])
+        out[f"eval_at_{minutes:g}min"] = [round(v, 1) for v in values]
+        out[f"eval_at_{minutes:g}min_median"] = round(statistics.median(values), 1) if values else None
+    totals = {"collect": 0.0, "update": 0.0, "evaluation": 0.0, "clock": 0.0, "env_steps": 0}
+    for rows in runs:
+        totals["collect"] += sum(row.get("collect_s", 0.0) for row in rows)
+        totals["update"] += sum(row.get("update_s", 0.0) for row in rows)
+        totals["evaluation"] += sum(row["eval"].get("seconds", 0.0) for row in rows if isinstance(row.get("eval"), dict))
+        totals["clock"] += clock_s(rows)
+        totals["env_steps"] += rows[-1].get("env_steps", 0) if rows else 0
+    whole = totals["clock"] or 1.0
+    shares = {k: round(totals[k] / whole, 3) for k in ("collect", "update", "evaluation")}
+    shares["rest"] = round(1.0 - sum(shares.values()), 3)
+    out["time_shares"] = shares
+    out["env_steps_per_s"] = round(totals["env_steps"] / whole)
+    out["clock_s"] = [round(clock_s(rows), 1) for rows in runs]
+    return out
+
+
+def _thresholds(folders: Sequence[str], given: Optional[Sequence[float]]) -> List[float]:
+    if given:
+        return [float(t) for t in given]
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.load(os.path.join(folders[0], "config.yaml"))
+    return [float(t) for t in (OmegaConf.select(config, "task.solve_thresholds") or [])]
+
+
+def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str) -> List[str]:
+    """study.json, study.md, the two figures and metrics/<arm>_seed_<s>.jsonl under out; the paths written."""
+    os.makedirs(os.path.join(out, "metrics"), exist_ok=True)
+    thresholds = _thresholds(next(iter(runs.values())), study.get("thresholds"))
+    marks = [float(m) for m in study.get("marks_min") or []]
+    summary = {arm: summarise_arm(folders, thresholds, marks) for arm, folders in runs.items()}
+    written = []
+    for arm, folders in runs.items():
+        for folder in folders:
+            path = os.path.join(out, "metrics", f"{arm}_{os.path.basename(folder)}.jsonl")
+            with open(path, "w") as f:
+                for row in read_rows(os.path.join(folder, "metrics.jsonl")):
+                    f.write(json.dumps({k: row[k] for k in KEPT if k in row}) + "\n")
+            written.append(path)
+    result = {"study": study["name"], "definition": study["path"], "thresholds": thresholds, "marks_min": marks,
+              "arms": {arm: {"overrides": study["arms"][arm], **values} for arm, values in summary.items()}}
+    with open(os.path.join(out, "study.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(out, "study.md"), "w") as f:
+        f.write(markdown(summary, thresholds, marks))
+    print(markdown(summary, thresholds, marks))
+    return [os.path.join(out, "study.json"), os.path.join(out, "study.md")] + plot(runs, thresholds, out) + written
+
+
+def markdown(summary: Dict[str, Dict[str, Any]], thresholds: Sequence[float], marks: Sequence[float]) -> str:
+    headers = ["arm", "runs"]
+    for t in thresholds:
+        headers += [f"to {t:g}: reached", f"to {t:g}: median s (95% CI)"]
+    headers += [f"eval at {m:g} min (median)" for m in marks] + ["collect / update / eval / rest", "env steps/s"]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for arm, s in summary.items():
+        cells = [arm, str(s["runs"])]
+        for t in thresholds:
+            key = f"to_{t:g}"
+            low, high = s[f"{key}_ci95_s"]
+            cells += [s[f"{key}_reached"], f"{_s(s[f'{key}_median_s'])} ({_s(low)} to {_s(high)})"]
+        cells += [_s(s[f"eval_at_{m:g}min_median"]) for m in marks]
+        shares = s["time_shares"]
+        cells += [" / ".join(f"{100 * shares[k]:.0f}%" for k in ("collect", "update", "evaluation", "rest")),
+                  f"{s['env_steps_per_s']:,}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _s(value: Optional[float]) -> str:
+    return "not reached" if value is None else f"{value:g}"
+
+
+def plot(runs: Dict[str, List[str]], thresholds: Sequence[float], out: str) -> List[str]:
+    """eval_vs_seconds.png and eval_vs_env_steps.png: every seed thin, the arm's median bold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for axis, name, label in ((0, "eval_vs_seconds.png", "clock, evaluation included (s, log scale)"),
+                              (1, "eval_vs_env_steps.png", "env steps")):
+        figure, axes = plt.subplots(figsize=(8, 5))
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for (arm, folders), color in zip(runs.items(), colors * 4):
+            curves = [[(p[axis], p[2]) for p in evaluations(read_rows(os.path.join(f, "metrics.jsonl")))]
+                      for f in folders]
+            for points in curves:
+                axes.plot([x for x, _ in points], [r for _, r in points], color=color, alpha=0.3, linewidth=0.8)
+            grid = sorted({x for points in curves for x, _ in points})
+            median = []
+            for x in grid:  # the median over seeds of each seed's latest evaluation at x, while every seed has one
+                latest = [[r for px, r in points if px <= x] for points in curves]
+                if all(latest) and all(points and points[-1][0] >= x for points in curves):
+                    median.append((x, statistics.median(values[-1] for values in latest)))
+            axes.plot([x for x, _ in median], [r for _, r in median], color=color, linewidth=2.2,
+                      label=f"{arm} (median of {len(curves)} seeds)")
+        for threshold in thresholds:
+            axes.axhline(threshold, color="grey", linestyle=":", linewidth=0.8)
+        if axis == 0:
+            axes.set_xscale("log")
+        axes.set_xlabel(label)
+        axes.set_ylabel("evaluation return (mean action)")
+        axes.legend(loc="lower right")
+        figure.tight_layout()
+        path = os.path.join(out, name)
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        paths.append(path)
+    return paths

@@ -1,0 +1,270 @@
+"""isaac-ppo-study: a study (arms x seeds of isaac-ppo-train) run into one folder, resumable, and its report.
+
+usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...]
+       isaac-ppo-study report STUDY [runs_dir=DIR] [out=DIR]
+
+STUDY is cfg/study/<name>.yaml (or a path to such a file): `common` overrides for every run, `arms` (a name each,
+with its overrides), `seeds`, and optionally `stop` (`minutes`: stop a run when its clock, evaluation included,
+passes them; `at_return`: stop it at its first evaluation return at or over the value) and, for the report,
+`thresholds` (default: the task's solve_thresholds) and `marks_min` (the evaluation return at these minutes).
+
+`run` trains every (seed, arm), seeds outermost (so a cut study has every arm on its first seeds), each in its own
+folder <runs_dir>/study/<name>/runs/<arm>/seed_<s> (hydra.run.dir), logging to .../logs/<arm>_seed_<s>.log.
+A run that ended (its budget used, or the study's stop rule met) gets study_done.json and is skipped next time.
+Resumable: relaunched after a kill or a time limit, the same command continues each cut run in place from its
+last.pt (isaac-ppo-train's own rule: a run folder holding a run of the same config continues it; save_interval
+sets how much is redone) and skips the finished ones. SIGTERM or Ctrl-C stops the running run (it saves) and
+exits 75; if this process is killed outright, the run still gets SIGTERM and saves. A run killed before its first
+checkpoint has nothing to continue: its folder is started again.
+
+`report` writes <runs_dir>/study/<name>/report (or out=DIR): the clock view of every arm (isaac_ppo.report.clock:
+time to each threshold, evaluation return at the marks, where the time went, evaluation return against seconds and
+against env steps), each run's rows as small JSONL (metrics/<arm>_seed_<s>.jsonl: no checkpoints), and, when runs
+ended on their budget, isaac-ppo-report's tables and figures over them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from isaac_ppo.errors import UserError
+from isaac_ppo.watch import Progress, die_with_parent, read_rows, train_command
+
+USAGE = ("usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...] | "
+         "isaac-ppo-study report STUDY [runs_dir=DIR] [out=DIR]")
+STOPPED = 75  # isaac-ppo-train after a stop signal (saved, resumable); this command too when stopped
+DONE = "study_done.json"
+NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_interrupted: List[int] = []
+
+
+def studies_dir() -> str:
+    import isaac_ppo.cfg
+
+    return os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "study")
+
+
+def _key(override: str) -> str:
+    return override.partition("=")[0].lstrip("+~")
+
+
+def load_study(name: str) -> Dict[str, Any]:
+    """cfg/study/<name>.yaml (or the file name names), checked: every mistake is one line naming the key."""
+    from omegaconf import OmegaConf
+
+    path = name if name.endswith((".yaml", ".yml")) else os.path.join(studies_dir(), f"{name}.yaml")
+    if not os.path.isfile(path):
+        known = sorted(f[:-5] for f in os.listdir(studies_dir()) if f.endswith(".yaml"))
+        raise UserError(f"{name}: no study {path}; available: {', '.join(known)} (or a path to a .yaml)")
+    study = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    where = f"study {path}"
+    if not isinstance(study, dict):
+        raise UserError(f"{where}: needs common:, arms: and seeds:")
+    study["name"] = os.path.splitext(os.path.basename(path))[0]
+    study["path"] = path
+    study.setdefault("common", [])
+    if not isinstance(study["common"], list) or not all(isinstance(w, str) and "=" in w for w in study["common"]):
+        raise UserError(f"{where}: common must be a list of KEY=VALUE overrides")
+    arms = study.get("arms")
+    if not isinstance(arms, dict) or not arms:
+        raise UserError(f"{where}: arms must map a name to a list of KEY=VALUE overrides (an empty list: common only)")
+    for arm, overrides in arms.items():
+        if not NAME.fullmatch(str(arm)):
+            raise UserError(f"{where}: arms.{arm}: letters, digits, '_', '.', '-' only (it names a folder)")
+        if overrides is None:
+            arms[arm] = overrides = []
+        if not isinstance(overrides, list) or not all(isinstance(w, str) and "=" in w for w in overrides):
+            raise UserError(f"{where}: arms.{arm} must be a list of KEY=VALUE overrides")
+        clash = [w for w in study["common"] + overrides if _key(w) in ("seed", "hydra.run.dir", "experiment")]
+        if clash:
+            raise UserError(f"{where}: {clash[0]}: the study sets seed, hydra.run.dir and experiment per run")
+    seeds = study.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
+        raise UserError(f"{where}: seeds must be a non-empty list of integers")
+    stop = study.setdefault("stop", {}) or {}
+    unknown = sorted(set(stop) - {"minutes", "at_return"})
+    if unknown or not all(isinstance(v, (int, float)) and v > 0 for k, v in stop.items() if k == "minutes"):
+        raise UserError(f"{where}: stop takes minutes (more than 0) and at_return only"
+                        + (f", not {unknown[0]}" if unknown else ""))
+    study["stop"] = stop
+    study.setdefault("marks_min", [])
+    study.setdefault("thresholds", None)
+    return study
+
+
+def study_root(runs_dir: str, study: Dict[str, Any]) -> str:
+    return os.path.abspath(os.path.join(runs_dir, "study", study["name"]))
+
+
+def run_folder(root: str, arm: str, seed: int) -> str:
+    return os.path.join(root, "runs", arm, f"seed_{seed}")
+
+
+def parse_args(argv: List[str]) -> Dict[str, Any]:
+    if len(argv) < 2 or argv[0] not in ("run", "report"):
+        raise UserError(USAGE)
+    args: Dict[str, Any] = {"command": argv[0], "study": argv[1], "runs_dir": "runs", "train": []}
+    for word in argv[2:]:
+        key, eq, value = word.partition("=")
+        if not eq:
+            raise UserError(f"{word!r} is not KEY=VALUE; {USAGE}")
+        if key in ("arms", "seeds", "runs_dir") or (key == "out" and argv[0] == "report"):
+            args[key] = value
+        elif argv[0] == "run":
+            args["train"].append(word)
+        else:
+            raise UserError(f"{word}: report takes runs_dir= and out= only")
+    return args
+
+
+def select(study: Dict[str, Any], args: Dict[str, Any]) -> None:
+    """arms= and seeds= on the command line narrow the study (a subset of its own, never new ones)."""
+    if "arms" in args:
+        names = [a for a in args["arms"].split(",") if a]
+        missing = [a for a in names if a not in study["arms"]]
+        if missing or not names:
+            raise UserError(f"arms={args['arms']}: the study's arms are {', '.join(study['arms'])}")
+        study["arms"] = {a: study["arms"][a] for a in names}
+    if "seeds" in args:
+        try:
+            seeds = [int(s) for s in args["seeds"].split(",") if s]
+        except ValueError:
+            seeds = []
+        if not seeds or not set(seeds) <= set(study["seeds"]):
+            raise UserError(f"seeds={args['seeds']}: the study's seeds are {study['seeds']}")
+        study["seeds"] = seeds
+    for word in args["train"]:
+        if _key(word) in ("seed", "hydra.run.dir", "experiment"):
+            raise UserError(f"{word}: the study sets seed, hydra.run.dir and experiment per run")
+
+
+def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[str]) -> str:
+    """Train (or continue) one run; how it ended: budget, minutes, at_return, stopped (by a signal to us) or
+    failed."""
+    folder = run_folder(root, arm, seed)
+    if os.path.isdir(folder) and not os.path.isfile(os.path.join(folder, "checkpoints", "last.pt")):
+        shutil.rmtree(folder)  # killed before its first checkpoint: nothing to continue, start it again
+    overrides = study["common"] + study["arms"][arm] + extra
+    command = train_command() + overrides + [f"seed={seed}", f"experiment={study['name']}", f"hydra.run.dir={folder}"]
+    continuing = os.path.isdir(folder)
+    print(f"[study] {arm} seed {seed}: {'continuing' if continuing else 'starting'}: isaac-ppo-train "
+          f"{' '.join(command[len(train_command()):])}", flush=True)
+    os.makedirs(os.path.join(root, "logs"), exist_ok=True)
+    stop = study["stop"]
+    progress = Progress(float(stop.get("at_return", float("inf"))))
+    cap_s = 60.0 * float(stop.get("minutes", float("inf")))
+    why = "budget"
+    with open(os.path.join(root, "logs", f"{arm}_seed_{seed}.log"), "a") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        signalled = False
+        while process.poll() is None:
+            time.sleep(0.5)
+            progress.read(os.path.join(folder, "metrics.jsonl"))
+            if signalled:
+                continue
+            if _interrupted:
+                why, signalled = "stopped", True
+            elif progress.solved is not None:
+                why, signalled = "at_return", True
+            elif progress.elapsed >= cap_s:
+                why, signalled = "minutes", True
+            if signalled:
+                process.send_signal(signal.SIGTERM)
+    code = process.returncode
+    if code == 2:
+        lines = [line for line in open(log.name).read().splitlines() if line.strip()]
+        raise UserError(f"{arm} seed {seed}: isaac-ppo-train said: {lines[-1] if lines else '(nothing)'} "
+                        f"(log: {log.name})")
+    if code == STOPPED and not signalled:
+        return "stopped"  # someone else stopped it: not done, continue it next time
+    if code not in (0, STOPPED) or why == "stopped":
+        return "stopped" if why == "stopped" else f"failed (exit {code}, log: {log.name})"
+    progress.read(os.path.join(folder, "metrics.jsonl"))
+    record = {"arm": arm, "seed": seed, "overrides": overrides + [f"seed={seed}"], "ended_by": why,
+              "clock_s": round(progress.elapsed, 3), "env_steps": (read_rows(os.path.join(folder, "metrics.jsonl"))
+                                                                   or [{}])[-1].get("env_steps")}
+    with open(os.path.join(folder, DONE + ".tmp"), "w") as f:
+        json.dump(record, f, indent=1)
+    os.replace(os.path.join(folder, DONE + ".tmp"), os.path.join(folder, DONE))
+    return why
+
+
+def run_study(study: Dict[str, Any], runs_dir: str, extra: List[str]) -> int:
+    root = study_root(runs_dir, study)
+    os.makedirs(root, exist_ok=True)
+    pairs = [(arm, seed) for seed in study["seeds"] for arm in study["arms"]]
+    done = [p for p in pairs if os.path.isfile(os.path.join(run_folder(root, *p), DONE))]
+    print(f"[study] {study['name']} ({study['path']}): {len(done)}/{len(pairs)} runs done; folder {root}", flush=True)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda number, frame: _interrupted.append(number))
+    failed = []
+    for arm, seed in pairs:
+        if _interrupted:
+            break
+        if (arm, seed) in done:
+            continue
+        ended = run_one(root, study, arm, seed, extra)
+        print(f"[study] {arm} seed {seed}: {ended}", flush=True)
+        if ended.startswith("failed"):
+            failed.append(f"{arm} seed {seed}")
+    if _interrupted:
+        print(f"[study] stopped by signal {_interrupted[0]}: run the same command to continue", flush=True)
+        return STOPPED
+    if failed:
+        print(f"[study] {len(failed)} runs failed ({', '.join(failed)}): see {root}/logs; the same command "
+              f"retries them", flush=True)
+        return 1
+    print(f"[study] all {len(pairs)} runs done: isaac-ppo-study report {study['path']}", flush=True)
+    return 0
+
+
+def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> int:
+    from isaac_ppo.report import clock
+
+    root = study_root(runs_dir, study)
+    out = out or os.path.join(root, "report")
+    runs = {}
+    for arm in study["arms"]:
+        for seed in study["seeds"]:
+            marker = os.path.join(run_folder(root, arm, seed), DONE)
+            if os.path.isfile(marker):
+                runs.setdefault(arm, []).append(os.path.dirname(marker))
+    if not runs:
+        raise UserError(f"{root}: no finished run of study {study['name']} yet: isaac-ppo-study run {study['path']}")
+    written = clock.write(runs, study, out)
+    budget_runs = [folder for folders in runs.values() for folder in folders
+                   if json.load(open(os.path.join(folder, DONE)))["ended_by"] == "budget"]
+    if budget_runs:
+        from isaac_ppo.report import run_report, parse_args as report_args
+
+        written += run_report(report_args(budget_runs + ["--out", out]))
+    print("[study] wrote:\n  " + "\n  ".join(written), flush=True)
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    try:
+        args = parse_args(argv)
+        study = load_study(args["study"])
+        select(study, args)
+        if args["command"] == "run":
+            return run_study(study, args["runs_dir"], args["train"])
+        return report_study(study, args["runs_dir"], args.get("out"))
+    except UserError as error:
+        print(f"isaac-ppo-study: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""isaac-ppo-study on a toy budget, for real: the console script, real isaac-ppo-train runs (Cartpole, two splits,
+two seeds, a few iterations), killed mid-study, resumed (the cut run continued in place, the finished ones
+skipped), then the report."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-study")
+
+
+def study(tmp_path, *args, timeout=240):
+    return subprocess.run([SCRIPT, *args, f"runs_dir={tmp_path}"], capture_output=True, text=True, timeout=timeout)
+
+
+def complete_rows(folder):
+    path = folder / "metrics.jsonl"
+    return path.read_text().splitlines()[:-1] if path.is_file() else []  # (the last may be mid-write)
+
+
+def rows(folder):
+    with open(folder / "metrics.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_a_study_runs_is_killed_resumes_in_place_and_reports(tmp_path):
+    root = tmp_path / "study" / "cartpole_toy"
+    first, second = root / "runs" / "envs64_rollout8" / "seed_0", root / "runs" / "envs32_rollout16" / "seed_0"
+    process = subprocess.Popen([SCRIPT, "run", "cartpole_toy", f"runs_dir={tmp_path}"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120  # kill the study outright once the second run has logged (and saved) 2 iterations
+    while time.time() < deadline and len(complete_rows(second)) < 2:
+        time.sleep(0.05)
+    process.kill()
+    out, _ = process.communicate(timeout=60)
+    assert (first / "study_done.json").is_file(), out
+    done_at = (first / "study_done.json").stat().st_mtime
+    for _ in range(200):  # the orphaned run got SIGTERM from the kernel (it dies with its parent): it saves, exits
+        if (second / "metrics.json").is_file():
+            break
+        time.sleep(0.1)
+    assert json.loads((second / "metrics.json").read_text())["stopped_by"] == "SIGTERM"
+    assert not (second / "study_done.json").exists()
+    cut_at = len(rows(second))
+    assert 2 <= cut_at < 5
+
+    resumed = study(tmp_path, "run", "cartpole_toy")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "1/4 runs done" in resumed.stdout
+    assert "envs32_rollout16 seed 0: continuing" in resumed.stdout
+    assert (first / "study_done.json").stat().st_mtime == done_at  # finished: skipped, not run again
+    log = (root / "logs" / "envs32_rollout16_seed_0.log").read_text()
+    assert f"resuming from {second / 'checkpoints' / 'last.pt'}" in log
+    assert [r["iteration"] for r in rows(second)] == list(range(5))  # continued in place, no row twice
+    for arm in ("envs64_rollout8", "envs32_rollout16"):
+        for seed in (0, 1):
+            record = json.loads((root / "runs" / arm / f"seed_{seed}" / "study_done.json").read_text())
+            assert record["ended_by"] == "budget" and record["env_steps"] == 5 * 512
+    again = study(tmp_path, "run", "cartpole_toy")
+    assert "4/4 runs done" in again.stdout and "starting" not in again.stdout
+
+    report = study(tmp_path, "report", "cartpole_toy")
+    assert report.returncode == 0, report.stdout + report.stderr
+    out = root / "report"
+    summary = json.loads((out / "study.json").read_text())
+    assert set(summary["arms"]) == {"envs64_rollout8", "envs32_rollout16"}
+    assert summary["thresholds"] == [475.0]  # the task's own
+    for arm, values in summary["arms"].items():
+        assert values["runs"] == 2 and len(values["clock_s"]) == 2
+        assert sum(values["time_shares"].values()) == pytest.approx(1.0, abs=0.01)
+        copies = [out / "metrics" / f"{arm}_seed_{seed}.jsonl" for seed in (0, 1)]
+        evals = [json.loads(line)["eval"]["return_mean"] for line in copies[0].read_text().splitlines()
+                 if "eval" in json.loads(line)]
+        own = [r["eval"]["return_mean"] for r in rows(root / "runs" / arm / "seed_0") if "eval" in r]
+        assert evals == own and len(own) == 2  # the copies hold the runs' own numbers
+    for figure in ("eval_vs_seconds.png", "eval_vs_env_steps.png"):
+        assert (out / figure).stat().st_size > 10_000
+    assert "| envs64_rollout8 | 2 |" in (out / "study.md").read_text()
+    assert (out / "report.md").is_file()  # isaac-ppo-report's table over the runs that ended on their budget
+    assert "2/2" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["run", "nosuch"], "nosuch: no study"),
+    (["run", "cartpole_toy", "arms=nosuch"], "arms=nosuch: the study's arms are envs64_rollout8, envs32_rollout16"),
+    (["run", "cartpole_toy", "seeds=7"], "seeds=7: the study's seeds are [0, 1]"),
+    (["run", "cartpole_toy", "seed=3"], "seed=3: the study sets seed"),
+    (["report", "cartpole_toy"], "no finished run of study cartpole_toy yet"),
+    (["walk", "cartpole_toy"], "usage: isaac-ppo-study"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
+    result = study(tmp_path, *args, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert fragment in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
