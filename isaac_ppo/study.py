@@ -69,6 +69,7 @@ def load_study(name: str) -> Dict[str, Any]:
         raise UserError(f"{where}: needs common:, arms: and seeds:")
     study["name"] = os.path.splitext(os.path.basename(path))[0]
     study["path"] = path
+    study["source"] = f"cfg/study/{study['name']}.yaml" if path.startswith(studies_dir()) else path  # (for reports)
     study.setdefault("common", [])
     if not isinstance(study["common"], list) or not all(isinstance(w, str) and "=" in w for w in study["common"]):
         raise UserError(f"{where}: common must be a list of KEY=VALUE overrides")

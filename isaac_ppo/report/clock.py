@@ -105,7 +105,7 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str) -> List[s
                 for row in read_rows(os.path.join(folder, "metrics.jsonl")):
                     f.write(json.dumps({k: row[k] for k in KEPT if k in row}) + "\n")
             written.append(path)
-    result = {"study": study["name"], "definition": study["path"], "thresholds": thresholds, "marks_min": marks,
+    result = {"study": study["name"], "definition": study["source"], "thresholds": thresholds, "marks_min": marks,
               "arms": {arm: {"overrides": study["arms"][arm], **values} for arm, values in summary.items()}}
     with open(os.path.join(out, "study.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -158,9 +158,9 @@ def plot(runs: Dict[str, List[str]], thresholds: Sequence[float], out: str) -> L
                 axes.plot([x for x, _ in points], [r for _, r in points], color=color, alpha=0.3, linewidth=0.8)
             grid = sorted({x for points in curves for x, _ in points})
             median = []
-            for x in grid:  # the median over seeds of each seed's latest evaluation at x, while every seed has one
-                latest = [[r for px, r in points if px <= x] for points in curves]
-                if all(latest) and all(points and points[-1][0] >= x for points in curves):
+            for x in grid:  # the median over seeds of each seed's latest evaluation at x, once every seed has one
+                latest = [[r for px, r in points if px <= x] for points in curves]  # (a stopped run holds its last)
+                if all(latest):
                     median.append((x, statistics.median(values[-1] for values in latest)))
             axes.plot([x for x, _ in median], [r for _, r in median], color=color, linewidth=2.2,
                       label=f"{arm} (median of {len(curves)} seeds)")
