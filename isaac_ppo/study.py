@@ -97,7 +97,28 @@ def load_study(name: str) -> Dict[str, Any]:
     study["stop"] = stop
     study.setdefault("marks_min", [])
     study.setdefault("thresholds", None)
+    _check_comparisons(study, where)
     return study
+
+
+def _check_comparisons(study: Dict[str, Any], where: str) -> None:
+    """compare: [{claim, a, b, metric, expect}] and predict: {arms, diagnostics, at_fraction} (report/compare.py)."""
+    from isaac_ppo.report.compare import EXPECT
+
+    study.setdefault("compare", [])
+    for i, spec in enumerate(study["compare"]):
+        if not isinstance(spec, dict) or spec.get("a") not in study["arms"] or spec.get("b") not in study["arms"]:
+            raise UserError(f"{where}: compare[{i}] needs a: and b:, two of the arms ({', '.join(study['arms'])})")
+        metric = str(spec.get("metric", "final"))
+        if metric not in ("final", "auc") and not metric.startswith("diagnostics."):
+            raise UserError(f"{where}: compare[{i}].metric={metric}: final, auc or diagnostics.NAME")
+        if spec.get("expect", "greater") not in EXPECT:
+            raise UserError(f"{where}: compare[{i}].expect={spec.get('expect')}: greater or less (a than b)")
+    predict = study.setdefault("predict", None)
+    if predict is not None and not (isinstance(predict, dict) and isinstance(predict.get("diagnostics"), list)
+                                    and set(predict.get("arms", [])) <= set(study["arms"])):
+        raise UserError(f"{where}: predict needs diagnostics: [NAME, ...] and optionally arms: (of the study's) "
+                        f"and at_fraction:")
 
 
 def study_root(runs_dir: str, study: Dict[str, Any]) -> str:
@@ -240,6 +261,17 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     if not runs:
         raise UserError(f"{root}: no finished run of study {study['name']} yet: isaac-ppo-study run {study['path']}")
     written = clock.write(runs, study, out)
+    if study["compare"] or study["predict"]:
+        from isaac_ppo.report import compare
+
+        comparisons = [compare.compare(runs, spec) for spec in study["compare"]]
+        predictions = compare.predict(runs, study["predict"]) if study["predict"] else []
+        with open(os.path.join(out, "compare.json"), "w") as f:
+            json.dump({"comparisons": comparisons, "predictions": predictions}, f, indent=1)
+        with open(os.path.join(out, "compare.md"), "w") as f:
+            f.write(compare.markdown(comparisons, predictions))
+        print(compare.markdown(comparisons, predictions))
+        written += [os.path.join(out, "compare.json"), os.path.join(out, "compare.md")]
     budget_runs = [folder for folders in runs.values() for folder in folders
                    if json.load(open(os.path.join(folder, DONE)))["ended_by"] == "budget"]
     if budget_runs:

@@ -87,6 +87,25 @@ def test_a_study_runs_is_killed_resumes_in_place_and_reports(tmp_path):
     assert (out / "report.md").is_file()  # isaac-ppo-report's table over the runs that ended on their budget
     assert "2/2" in (out / "report.md").read_text()
 
+    # the comparisons, on the runs' own numbers
+    compared = json.loads((out / "compare.json").read_text())
+    final, auc, rank = compared["comparisons"]
+    runs = {arm: [root / "runs" / arm / f"seed_{seed}" for seed in (0, 1)] for arm in summary["arms"]}
+    finals = {arm: [json.loads((f / "metrics.json").read_text())["final_eval"]["return_mean"] for f in folders]
+              for arm, folders in runs.items()}
+    assert final["mean_a"] == pytest.approx(sum(finals["envs64_rollout8"]) / 2)
+    assert final["difference"] == pytest.approx(final["mean_a"] - final["mean_b"])
+    low, high = final["ci95"]
+    assert low <= final["difference"] <= high and 0 < final["p_permutation"] <= 1
+    assert auc["matched_points"] == 2  # both arms evaluated at 1024 and 2048 env steps
+    ranks = [[r["diagnostics"]["feature_rank"] for r in rows(f) if "diagnostics" in r] for f in runs["envs32_rollout16"]]
+    assert all(ranks) and rank["mean_b"] == pytest.approx(sum(sum(r) / len(r) for r in ranks) / 2)
+    for c in compared["comparisons"]:
+        assert c["verdict"] in ("supported", "contradicted", "inconclusive at this budget")
+    assert [p["diagnostic"] for p in compared["predictions"]] == ["feature_rank", "dormant_fraction"]
+    assert all(p["runs"] == 4 for p in compared["predictions"])
+    assert "| toy | envs64_rollout8 vs envs32_rollout16 | final | a > b |" in (out / "compare.md").read_text()
+
 
 @pytest.mark.parametrize("args, fragment", [
     (["run", "nosuch"], "nosuch: no study"),

@@ -1,0 +1,194 @@
+"""A study's comparisons between arms, each a claim with an expected direction, and its verdict; and how well a
+diagnostic measured early predicts the return at the end.
+
+The numbers compared are the ones that mean what they say: the evaluation return at matched env steps (the
+evaluations every run made at the same env-step counts: its final one, at the end of the common budget, and the
+area under the curve, the mean over the evaluations every run of both arms made), or a diagnostic (its mean
+over the run's measurements, on the study's common probe set when it gives one). Per comparison: each arm's
+mean over seeds, the difference a - b with its 95% percentile-bootstrap CI (seeds resampled within each arm),
+and a two-sided permutation test of the difference of means (exact over every relabelling up to 20,000 of them,
+else that many random ones). The verdict: "supported" when the CI excludes 0 on the expected side,
+"contradicted" when it excludes 0 on the other, else "inconclusive at this budget". numpy only.
+
+Prediction: Spearman's rank correlation between a diagnostic's value at a fraction of the budget (the last
+measurement at or before it) and the run's final evaluation return, over every run of the listed arms, with a
+permutation p-value.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from isaac_ppo.watch import read_rows
+
+EXPECT = ("greater", "less")
+
+
+def final_return(folder: str) -> Optional[float]:
+    """The run's end-of-run evaluation (metrics.json final_eval), else its last periodic one."""
+    path = os.path.join(folder, "metrics.json")
+    if os.path.isfile(path):
+        with open(path) as f:
+            final = (json.load(f) or {}).get("final_eval")
+        if isinstance(final, dict) and isinstance(final.get("return_mean"), (int, float)):
+            return float(final["return_mean"])
+    evals = eval_curve(read_rows(os.path.join(folder, "metrics.jsonl")))
+    return evals[max(evals)] if evals else None
+
+
+def eval_curve(rows: Sequence[Dict[str, Any]]) -> Dict[int, float]:
+    """env steps -> evaluation return_mean of every periodic evaluation."""
+    return {int(row["eval"]["env_steps"]): float(row["eval"]["return_mean"]) for row in rows
+            if isinstance(row.get("eval"), dict) and isinstance(row["eval"].get("return_mean"), (int, float))}
+
+
+def run_values(folders: Sequence[str], metric: str, grid: Sequence[int]) -> List[float]:
+    """One value per run: final (the final evaluation), auc (mean evaluation over the matched grid), or a
+    diagnostic's mean over the run's measurements (diagnostics.NAME)."""
+    values = []
+    for folder in folders:
+        rows = read_rows(os.path.join(folder, "metrics.jsonl"))
+        if metric == "final":
+            value = final_return(folder)
+        elif metric == "auc":
+            curve = eval_curve(rows)
+            value = float(np.mean([curve[s] for s in grid])) if grid else None
+        else:
+            name = metric.split(".", 1)[1]
+            seen = [row["diagnostics"][name] for row in rows if isinstance(row.get("diagnostics"), dict)
+                    and isinstance(row["diagnostics"].get(name), (int, float))]
+            value = float(np.mean(seen)) if seen else None
+        if value is not None and math.isfinite(value):
+            values.append(value)
+    return values
+
+
+def matched_grid(folders: Sequence[str]) -> List[int]:
+    """The env-step counts at which every run evaluated."""
+    steps = None
+    for folder in folders:
+        mine = set(eval_curve(read_rows(os.path.join(folder, "metrics.jsonl"))))
+        steps = mine if steps is None else steps & mine
+    return sorted(steps or [])
+
+
+def bootstrap_difference_ci(a: Sequence[float], b: Sequence[float], reps: int = 10000,
+                            seed: int = 0) -> Tuple[float, float]:
+    """95% percentile-bootstrap CI of mean(a) - mean(b), each arm's seeds resampled within the arm."""
+    rng = np.random.default_rng(seed)
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    diffs = x[rng.integers(0, len(x), (reps, len(x)))].mean(1) - y[rng.integers(0, len(y), (reps, len(y)))].mean(1)
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def permutation_p(a: Sequence[float], b: Sequence[float], limit: int = 20000, seed: int = 0) -> float:
+    """Two-sided p-value of mean(a) - mean(b) under relabelling of the pooled values."""
+    pooled = np.asarray(list(a) + list(b), dtype=np.float64)
+    n, observed = len(a), abs(float(np.mean(a) - np.mean(b)))
+    total = math.comb(len(pooled), n)
+    if total <= limit:
+        splits = (list(c) for c in itertools.combinations(range(len(pooled)), n))
+    else:
+        rng = np.random.default_rng(seed)
+        splits = (list(rng.permutation(len(pooled))[:n]) for _ in range(limit))
+    count = hits = 0
+    for chosen in splits:
+        mask = np.zeros(len(pooled), dtype=bool)
+        mask[chosen] = True
+        count += 1
+        hits += abs(pooled[mask].mean() - pooled[~mask].mean()) >= observed - 1e-12
+    return hits / count
+
+
+def verdict(low: float, high: float, expect: str) -> str:
+    if low > 0 or high < 0:
+        return "supported" if (low > 0) == (expect == "greater") else "contradicted"
+    return "inconclusive at this budget"
+
+
+def compare(runs: Dict[str, List[str]], spec: Dict[str, Any]) -> Dict[str, Any]:
+    """One comparison of the study definition's `compare` list: {claim, a, b, metric, expect}."""
+    a, b, metric, expect = spec["a"], spec["b"], spec.get("metric", "final"), spec.get("expect", "greater")
+    grid = matched_grid(runs.get(a, []) + runs.get(b, [])) if metric == "auc" else []
+    values_a, values_b = run_values(runs.get(a, []), metric, grid), run_values(runs.get(b, []), metric, grid)
+    out = {"claim": str(spec.get("claim", "")), "a": a, "b": b, "metric": metric, "expect": expect,
+           "runs": [len(values_a), len(values_b)]}
+    if len(values_a) < 2 or len(values_b) < 2:
+        return dict(out, verdict=f"not tested: {len(values_a)} and {len(values_b)} runs (needs 2 per arm)")
+    low, high = bootstrap_difference_ci(values_a, values_b)
+    return dict(out, mean_a=float(np.mean(values_a)), mean_b=float(np.mean(values_b)),
+                difference=float(np.mean(values_a) - np.mean(values_b)), ci95=[low, high],
+                p_permutation=permutation_p(values_a, values_b), matched_points=len(grid) if grid else None,
+                verdict=verdict(low, high, expect))
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    rx, ry = _ranks(x), _ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks with ties averaged (as scipy.stats.rankdata's default)."""
+    x = np.asarray(values, dtype=np.float64)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(1, len(x) + 1)
+    for value in np.unique(x):
+        tied = x == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000, seed: int = 0) -> List[Dict[str, Any]]:
+    """Spearman between each diagnostic at `at_fraction` of the run and its final return, over `arms`."""
+    folders = [f for arm in spec.get("arms", list(runs)) for f in runs.get(arm, [])]
+    fraction = float(spec.get("at_fraction", 0.3))
+    out = []
+    for name in spec.get("diagnostics", []):
+        xs, ys = [], []
+        for folder in folders:
+            rows = read_rows(os.path.join(folder, "metrics.jsonl"))
+            final = final_return(folder)
+            if not rows or final is None:
+                continue
+            cut = fraction * rows[-1].get("env_steps", 0)
+            seen = [row["diagnostics"][name] for row in rows if row.get("env_steps", 0) <= cut
+                    and isinstance(row.get("diagnostics"), dict) and isinstance(row["diagnostics"].get(name), (int, float))]
+            if seen:
+                xs.append(float(seen[-1]))
+                ys.append(final)
+        rho = spearman(xs, ys) if len(xs) >= 3 else float("nan")
+        rng = np.random.default_rng(seed)
+        null = [spearman(xs, list(rng.permutation(ys))) for _ in range(reps if math.isfinite(rho) else 0)]
+        p = float(np.mean([abs(r) >= abs(rho) - 1e-12 for r in null])) if null else float("nan")
+        out.append({"diagnostic": name, "at_fraction": fraction, "runs": len(xs), "spearman": rho, "p_permutation": p})
+    return out
+
+
+def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[str, Any]]) -> str:
+    lines = ["| claim | a vs b | metric | expected | mean a | mean b | a - b (95% CI) | p (permutation) | runs | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in comparisons:
+        if "difference" in c:
+            low, high = c["ci95"]
+            cells = [f"{c['mean_a']:.4g}", f"{c['mean_b']:.4g}", f"{c['difference']:+.4g} ({low:+.4g} to {high:+.4g})",
+                     f"{c['p_permutation']:.3f}"]
+        else:
+            cells = ["", "", "", ""]
+        lines.append(f"| {c['claim']} | {c['a']} vs {c['b']} | {c['metric']} | a {'>' if c['expect'] == 'greater' else '<'} b | "
+                     + " | ".join(cells) + f" | {c['runs'][0]} + {c['runs'][1]} | {c['verdict']} |")
+    if predictions:
+        lines += ["", "| diagnostic (at a fraction of the budget) | runs | Spearman with the final return | p (permutation) |",
+                  "|---|---|---|---|"]
+        for p in predictions:
+            lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['spearman']:+.3f} | "
+                         f"{p['p_permutation']:.3f} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,48 @@
+"""The statistics of a study's comparisons (isaac_ppo.report.compare), against answers known by hand."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from isaac_ppo.report.compare import bootstrap_difference_ci, permutation_p, spearman, verdict
+
+
+def test_the_permutation_test_is_exact_for_small_arms():
+    a, b = [5.0, 6.0, 7.0], [1.0, 2.0, 3.0]
+    # of the 20 ways to pick 3 of 6, only the split itself and its mirror are as extreme: p = 2/20
+    assert permutation_p(a, b) == pytest.approx(2 / 20)
+    # the same by brute force on a messier sample
+    a, b = [3.1, 0.2, 2.5, 4.0], [1.0, 1.5, 0.1, 2.2]
+    pooled, observed = a + b, abs(np.mean(a) - np.mean(b))
+    count = sum(abs(np.mean([pooled[i] for i in c]) - np.mean([pooled[i] for i in range(8) if i not in c]))
+                >= observed - 1e-12 for c in itertools.combinations(range(8), 4))
+    assert permutation_p(a, b) == pytest.approx(count / math.comb(8, 4))
+    assert permutation_p([1.0, 1.0], [1.0, 1.0]) == 1.0  # no difference: every relabelling as extreme
+
+
+def test_the_bootstrap_ci_brackets_the_difference_and_shrinks_with_the_spread():
+    rng = np.random.default_rng(0)
+    a, b = 10 + rng.normal(0, 1, 50), 8 + rng.normal(0, 1, 50)
+    low, high = bootstrap_difference_ci(a, b)
+    assert low < np.mean(a) - np.mean(b) < high and low > 1.2 and high < 2.8
+    wide = bootstrap_difference_ci(10 + rng.normal(0, 5, 50), 8 + rng.normal(0, 5, 50))
+    assert wide[1] - wide[0] > 3 * (high - low)
+
+
+def test_the_verdict_reads_the_ci_against_the_expected_direction():
+    assert verdict(0.5, 2.0, "greater") == "supported"
+    assert verdict(0.5, 2.0, "less") == "contradicted"
+    assert verdict(-2.0, -0.5, "less") == "supported"
+    assert verdict(-0.5, 2.0, "greater") == "inconclusive at this budget"
+
+
+def test_spearman_is_the_rank_correlation_with_ties_averaged():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 45]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ties: ranks x = (1, 2.5, 2.5, 4), y = (1, 2, 3, 4): Pearson of the ranks
+    expected = np.corrcoef([1, 2.5, 2.5, 4], [1, 2, 3, 4])[0, 1]
+    assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(expected)
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))  # a constant has no ranking
