@@ -206,6 +206,8 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
                         f"(log: {log.name})")
     if code == STOPPED and not signalled:
         return "stopped"  # someone else stopped it: not done, continue it next time
+    if code == -signal.SIGTERM and why in ("minutes", "at_return"):
+        code = STOPPED  # (our SIGTERM landed as train was exiting, past its handler: its rows are written)
     if code not in (0, STOPPED) or why == "stopped":
         return "stopped" if why == "stopped" else f"failed (exit {code}, log: {log.name})"
     progress.read(os.path.join(folder, "metrics.jsonl"))
@@ -272,14 +274,18 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
             f.write(compare.markdown(comparisons, predictions))
         print(compare.markdown(comparisons, predictions))
         written += [os.path.join(out, "compare.json"), os.path.join(out, "compare.md")]
-    budget_runs = [folder for folders in runs.values() for folder in folders
-                   if json.load(open(os.path.join(folder, DONE)))["ended_by"] == "budget"]
+    budget_runs = [folder for folders in runs.values() for folder in folders if _ended_by(folder) == "budget"]
     if budget_runs:
         from isaac_ppo.report import run_report, parse_args as report_args
 
         written += run_report(report_args(budget_runs + ["--out", out]))
     print("[study] wrote:\n  " + "\n  ".join(written), flush=True)
     return 0
+
+
+def _ended_by(folder: str) -> str:
+    with open(os.path.join(folder, DONE)) as f:
+        return json.load(f)["ended_by"]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
