@@ -34,6 +34,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from isaac_ppo.config.files import cfg_dir, load_named
 from isaac_ppo.errors import UserError
 from isaac_ppo.watch import Progress, die_with_parent, read_rows, train_command
 
@@ -45,31 +46,19 @@ NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _interrupted: List[int] = []
 
 
-def studies_dir() -> str:
-    import isaac_ppo.cfg
-
-    return os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "study")
-
-
 def _key(override: str) -> str:
     return override.partition("=")[0].lstrip("+~")
 
 
 def load_study(name: str) -> Dict[str, Any]:
     """cfg/study/<name>.yaml (or the file name names), checked: every mistake is one line naming the key."""
-    from omegaconf import OmegaConf
-
-    path = name if name.endswith((".yaml", ".yml")) else os.path.join(studies_dir(), f"{name}.yaml")
-    if not os.path.isfile(path):
-        known = sorted(f[:-5] for f in os.listdir(studies_dir()) if f.endswith(".yaml"))
-        raise UserError(f"{name}: no study {path}; available: {', '.join(known)} (or a path to a .yaml)")
-    study = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    path, study = load_named("study", name, f"{name}: no study")
     where = f"study {path}"
     if not isinstance(study, dict):
         raise UserError(f"{where}: needs common:, arms: and seeds:")
     study["name"] = os.path.splitext(os.path.basename(path))[0]
     study["path"] = path
-    study["source"] = f"cfg/study/{study['name']}.yaml" if path.startswith(studies_dir()) else path  # (for reports)
+    study["source"] = f"cfg/study/{study['name']}.yaml" if path.startswith(cfg_dir("study")) else path  # (for reports)
     study.setdefault("common", [])
     if not isinstance(study["common"], list) or not all(isinstance(w, str) and "=" in w for w in study["common"]):
         raise UserError(f"{where}: common must be a list of KEY=VALUE overrides")
@@ -114,6 +103,9 @@ def _check_comparisons(study: Dict[str, Any], where: str) -> None:
             raise UserError(f"{where}: compare[{i}].metric={metric}: final, auc or diagnostics.NAME")
         if spec.get("expect", "greater") not in EXPECT:
             raise UserError(f"{where}: compare[{i}].expect={spec.get('expect')}: greater or less (a than b)")
+    study.setdefault("claims", {})
+    if not isinstance(study["claims"], dict):
+        raise UserError(f"{where}: claims maps a claim id to its text (or {{text:, not_tested: why}})")
     predict = study.setdefault("predict", None)
     if predict is not None and not (isinstance(predict, dict) and isinstance(predict.get("diagnostics"), list)
                                     and set(predict.get("arms", [])) <= set(study["arms"])):
@@ -270,9 +262,12 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
         predictions = compare.predict(runs, study["predict"]) if study["predict"] else []
         with open(os.path.join(out, "compare.json"), "w") as f:
             json.dump({"comparisons": comparisons, "predictions": predictions}, f, indent=1)
+        text = compare.markdown(comparisons, predictions)
+        if study["claims"]:
+            text = compare.claims_table(study["claims"], comparisons) + "\n" + text
         with open(os.path.join(out, "compare.md"), "w") as f:
-            f.write(compare.markdown(comparisons, predictions))
-        print(compare.markdown(comparisons, predictions))
+            f.write(text)
+        print(text)
         written += [os.path.join(out, "compare.json"), os.path.join(out, "compare.md")]
     budget_runs = [folder for folders in runs.values() for folder in folders if _ended_by(folder) == "budget"]
     if budget_runs:

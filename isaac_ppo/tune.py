@@ -37,6 +37,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from isaac_ppo.config.files import load_named
 from isaac_ppo.errors import UserError
 from isaac_ppo.watch import Progress, die_with_parent, train_command
 
@@ -46,12 +47,6 @@ OWN_KEYS = ("space", "trials", "study", "storage", "trial_cap_s")
 STOPPED = 75  # the tuner was stopped by a signal; the same command resumes
 SPEC_KINDS = ("choices", "int", "float")
 _interrupted: List[int] = []
-
-
-def spaces_dir() -> str:
-    import isaac_ppo.cfg
-
-    return os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "tune")
 
 
 def _key(override: str) -> str:
@@ -106,13 +101,7 @@ def _task_thresholds(task: str) -> List[float]:
 
 def load_space(name: str) -> Dict[str, Any]:
     """cfg/tune/<name>.yaml (or the file name names), checked: every mistake is one line naming the key."""
-    from omegaconf import OmegaConf
-
-    path = name if name.endswith((".yaml", ".yml")) else os.path.join(spaces_dir(), f"{name}.yaml")
-    if not os.path.isfile(path):
-        known = sorted(f[:-5] for f in os.listdir(spaces_dir()) if f.endswith(".yaml"))
-        raise UserError(f"space={name}: no search space {path}; available: {', '.join(known)} (or a path to a .yaml)")
-    space = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    path, space = load_named("tune", name, f"space={name}: no search space")
     where = f"space {path}"
     if not isinstance(space, dict) or not isinstance(space.get("task"), str):
         raise UserError(f"{where}: needs task: NAME")

@@ -173,6 +173,31 @@ def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000,
     return out
 
 
+def claims_table(claims: Dict[str, Any], comparisons: Sequence[Dict[str, Any]]) -> str:
+    """One line per claim of the study definition's `claims` ({id: text} or {id: {text, not_tested}}): its
+    comparisons' verdicts and one verdict for the claim: supported when every comparison is, contradicted when
+    any is and none supports it, mixed when both happen, else inconclusive at this budget; or not tested, with
+    the reason the definition gives."""
+    lines = ["| claim | what it says | comparisons (verdicts) | verdict |", "|---|---|---|---|"]
+    for claim_id, entry in claims.items():
+        entry = entry if isinstance(entry, dict) else {"text": entry}
+        mine = [c for c in comparisons if c["claim"] == str(claim_id)]
+        verdicts = [c["verdict"] for c in mine]
+        if entry.get("not_tested") or not mine:
+            overall = f"not tested in this study: {entry.get('not_tested') or 'no comparison listed'}"
+        elif all(v == "supported" for v in verdicts):
+            overall = "supported"
+        elif "supported" in verdicts and "contradicted" in verdicts:
+            overall = "mixed"
+        elif "contradicted" in verdicts and "supported" not in verdicts:
+            overall = "contradicted"
+        else:
+            overall = "inconclusive at this budget"
+        listed = "; ".join(f"{c['a']} vs {c['b']} on {c['metric']}: {c['verdict']}" for c in mine)
+        lines.append(f"| {claim_id} | {entry.get('text', '')} | {listed} | {overall} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[str, Any]]) -> str:
     lines = ["| claim | a vs b | metric | expected | mean a | mean b | a - b (95% CI) | p (permutation) | runs | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|"]

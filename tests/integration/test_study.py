@@ -104,7 +104,14 @@ def test_a_study_runs_is_killed_resumes_in_place_and_reports(tmp_path):
         assert c["verdict"] in ("supported", "contradicted", "inconclusive at this budget")
     assert [p["diagnostic"] for p in compared["predictions"]] == ["feature_rank", "dormant_fraction"]
     assert all(p["runs"] == 4 for p in compared["predictions"])
-    assert "| toy | envs64_rollout8 vs envs32_rollout16 | final | a > b |" in (out / "compare.md").read_text()
+    table = (out / "compare.md").read_text()
+    assert "| toy | envs64_rollout8 vs envs32_rollout16 | final | a > b |" in table
+    verdicts = {c["verdict"] for c in compared["comparisons"]}
+    overall = ("supported" if verdicts == {"supported"} else "mixed" if {"supported", "contradicted"} <= verdicts
+               else "contradicted" if "contradicted" in verdicts and "supported" not in verdicts
+               else "inconclusive at this budget")
+    assert table.splitlines()[2].endswith(f"| {overall} |")  # the claims table: one verdict per claim
+    assert "| untested | more epochs overfit |  | not tested in this study: no arm varies the epochs |" in table
 
 
 @pytest.mark.parametrize("args, fragment", [

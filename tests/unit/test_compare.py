@@ -46,3 +46,19 @@ def test_spearman_is_the_rank_correlation_with_ties_averaged():
     expected = np.corrcoef([1, 2.5, 2.5, 4], [1, 2, 3, 4])[0, 1]
     assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(expected)
     assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))  # a constant has no ranking
+
+
+def test_a_claim_takes_one_verdict_from_its_comparisons():
+    from isaac_ppo.report.compare import claims_table
+
+    def c(claim, verdict):
+        return {"claim": claim, "a": "x", "b": "y", "metric": "final", "verdict": verdict}
+
+    comparisons = [c("1", "supported"), c("1", "supported"), c("2", "supported"), c("2", "contradicted"),
+                   c("3", "contradicted"), c("3", "inconclusive at this budget"), c("4", "inconclusive at this budget")]
+    claims = {1: "one", 2: "two", 3: "three", 4: "four", 5: {"text": "five", "not_tested": "no such arm"}, 6: "six"}
+    rows = {line.split(" | ")[0].strip("| "): line.rsplit(" | ", 1)[1].rstrip(" |")
+            for line in claims_table(claims, comparisons).splitlines()[2:]}
+    assert rows == {"1": "supported", "2": "mixed", "3": "contradicted", "4": "inconclusive at this budget",
+                    "5": "not tested in this study: no such arm",
+                    "6": "not tested in this study: no comparison listed"}

@@ -1,0 +1,27 @@
+"""The packaged YAML files that are not Hydra config groups (cfg/tune/ search spaces, cfg/study/ studies): found
+by name, or given as a path to the user's own file, and read as plain data."""
+from __future__ import annotations
+
+import os
+from typing import Any, Tuple
+
+from isaac_ppo.errors import UserError
+
+
+def cfg_dir(kind: str) -> str:
+    """The packaged folder cfg/<kind>/ (isaac_ppo.cfg in an installed wheel)."""
+    import isaac_ppo.cfg
+
+    return os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), kind)
+
+
+def load_named(kind: str, name: str, label: str) -> Tuple[str, Any]:
+    """(path, data) of cfg/<kind>/<name>.yaml, or of the file `name` names when it ends in .yaml; a missing one is
+    a UserError that lists what there is. label begins the message (e.g. "space=x: no search space")."""
+    from omegaconf import OmegaConf
+
+    path = name if name.endswith((".yaml", ".yml")) else os.path.join(cfg_dir(kind), f"{name}.yaml")
+    if not os.path.isfile(path):
+        known = sorted(f[:-5] for f in os.listdir(cfg_dir(kind)) if f.endswith(".yaml"))
+        raise UserError(f"{label} {path}; available: {', '.join(known)} (or a path to a .yaml)")
+    return path, OmegaConf.to_container(OmegaConf.load(path), resolve=True)
