@@ -203,7 +203,9 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
     if code not in (0, STOPPED) or why == "stopped":
         return "stopped" if why == "stopped" else f"failed (exit {code}, log: {log.name})"
     progress.read(os.path.join(folder, "metrics.jsonl"))
-    record = {"arm": arm, "seed": seed, "overrides": overrides + [f"seed={seed}"], "ended_by": why,
+    from isaac_ppo.report.clock import machine
+
+    record = {"arm": arm, "seed": seed, "overrides": overrides + [f"seed={seed}"], "ended_by": why, "machine": machine(),
               "clock_s": round(progress.elapsed, 3), "env_steps": (read_rows(os.path.join(folder, "metrics.jsonl"))
                                                                    or [{}])[-1].get("env_steps")}
     with open(os.path.join(folder, DONE + ".tmp"), "w") as f:
@@ -254,7 +256,13 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
                 runs.setdefault(arm, []).append(os.path.dirname(marker))
     if not runs:
         raise UserError(f"{root}: no finished run of study {study['name']} yet: isaac-ppo-study run {study['path']}")
-    written = clock.write(runs, study, out)
+    machines = []
+    for folder in (f for folders in runs.values() for f in folders):
+        with open(os.path.join(folder, DONE)) as f:
+            described = json.load(f).get("machine")
+        if described and described not in machines:
+            machines.append(described)
+    written = clock.write(runs, study, out, machines)
     if study["compare"] or study["predict"]:
         from isaac_ppo.report import compare
 

@@ -91,8 +91,40 @@ def _thresholds(folders: Sequence[str], given: Optional[Sequence[float]]) -> Lis
     return [float(t) for t in (OmegaConf.select(config, "task.solve_thresholds") or [])]
 
 
-def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str) -> List[str]:
-    """study.json, study.md, the two figures and metrics/<arm>_seed_<s>.jsonl under out; the paths written."""
+def machine() -> Dict[str, Any]:
+    """What the figures were measured on: CPU model and vector extensions, usable cores, torch and mujoco."""
+    import platform
+
+    info: Dict[str, Any] = {"python": platform.python_version(), "cores": len(os.sched_getaffinity(0))
+                            if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+        info["cpu"] = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "")
+        flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+        info["vector"] = sorted(f for f in set(flags) if f in ("avx2", "avx512f", "avx512_bf16", "amx_tile"))
+    except OSError:
+        info["cpu"] = platform.processor()
+    for module in ("torch", "mujoco"):
+        try:
+            info[module] = __import__(module).__version__
+        except ImportError:
+            pass
+    return info
+
+
+def commands(study: Dict[str, Any]) -> str:
+    """How to rerun one arm: through the study, or as the plain isaac-ppo-train command of one seed."""
+    lines = ["| arm | rerun it in the study | one seed by hand |", "|---|---|---|"]
+    for arm, overrides in study["arms"].items():
+        plain = " ".join(study["common"] + overrides + [f"seed={study['seeds'][0]}"])
+        lines.append(f"| {arm} | `isaac-ppo-study run {study['name']} arms={arm}` | `isaac-ppo-train {plain}` |")
+    return "\n".join(lines) + "\n"
+
+
+def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines: Sequence[Dict[str, Any]] = ()) -> List[str]:
+    """study.json, study.md, the two figures and metrics/<arm>_seed_<s>.jsonl under out; the paths written.
+    machines: the distinct machines the runs ran on (as machine() described each)."""
     os.makedirs(os.path.join(out, "metrics"), exist_ok=True)
     thresholds = _thresholds(next(iter(runs.values())), study.get("thresholds"))
     marks = [float(m) for m in study.get("marks_min") or []]
@@ -105,12 +137,15 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str) -> List[s
                 for row in read_rows(os.path.join(folder, "metrics.jsonl")):
                     f.write(json.dumps({k: row[k] for k in KEPT if k in row}) + "\n")
             written.append(path)
-    result = {"study": study["name"], "definition": study["source"], "thresholds": thresholds, "marks_min": marks,
+    result = {"study": study["name"], "definition": study["source"], "machines": list(machines), "thresholds": thresholds,
+              "marks_min": marks,
               "arms": {arm: {"overrides": study["arms"][arm], **values} for arm, values in summary.items()}}
     with open(os.path.join(out, "study.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(out, "study.md"), "w") as f:
-        f.write(markdown(summary, thresholds, marks))
+        ran_on = "\n".join(f"- {json.dumps(m)}" for m in machines) or "- (not recorded)"
+        f.write(f"# Study {study['name']} ({study['source']})\n\nThe runs ran on:\n{ran_on}\n\n")
+        f.write(markdown(summary, thresholds, marks) + "\n" + commands(study))
     print(markdown(summary, thresholds, marks))
     return [os.path.join(out, "study.json"), os.path.join(out, "study.md")] + plot(runs, thresholds, out) + written
 

@@ -64,6 +64,7 @@ def test_a_study_runs_is_killed_resumes_in_place_and_reports(tmp_path):
         for seed in (0, 1):
             record = json.loads((root / "runs" / arm / f"seed_{seed}" / "study_done.json").read_text())
             assert record["ended_by"] == "budget" and record["env_steps"] == 5 * 512
+            assert record["machine"]["cores"] >= 1 and record["machine"]["torch"]  # where it ran, for the report
     again = study(tmp_path, "run", "cartpole_toy")
     assert "4/4 runs done" in again.stdout and "starting" not in again.stdout
 
@@ -84,6 +85,7 @@ def test_a_study_runs_is_killed_resumes_in_place_and_reports(tmp_path):
     for figure in ("eval_vs_seconds.png", "eval_vs_env_steps.png"):
         assert (out / figure).stat().st_size > 10_000
     assert "| envs64_rollout8 | 2 |" in (out / "study.md").read_text()
+    assert summary["machines"] and "isaac-ppo-study run cartpole_toy arms=envs32_rollout16" in (out / "study.md").read_text()
     assert (out / "report.md").is_file()  # isaac-ppo-report's table over the runs that ended on their budget
     assert "2/2" in (out / "report.md").read_text()
 
