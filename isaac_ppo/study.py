@@ -44,6 +44,15 @@ STOPPED = 75  # isaac-ppo-train after a stop signal (saved, resumable); this com
 DONE = "study_done.json"
 NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _interrupted: List[int] = []
+_running: List[Any] = []  # the run's process while one runs: a stop signal is handed on to it at once
+
+
+def _on_stop_signal(number: int, frame: Any) -> None:
+    """SIGTERM or Ctrl-C: stop the running run now (one SIGTERM: it finishes its iteration and saves), then exit."""
+    _interrupted.append(number)
+    if _running and _running[0].poll() is None and len(_interrupted) == 1:
+        _running[0].send_signal(signal.SIGTERM)
+        _running.append("handed on")
 
 
 def _key(override: str) -> str:
@@ -176,21 +185,25 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
     cap_s = 60.0 * float(stop.get("minutes", float("inf")))
     why = "budget"
     with open(os.path.join(root, "logs", f"{arm}_seed_{seed}.log"), "a") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        # its own session: a Ctrl-C at the terminal reaches this process alone, which stops the run with one
+        # SIGTERM (a second signal would make train abort without saving)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+                                   start_new_session=True)
+        _running[:] = [process]
         signalled = False
         while process.poll() is None:
-            time.sleep(0.5)
+            time.sleep(0.2)
             progress.read(os.path.join(folder, "metrics.jsonl"))
             if signalled:
                 continue
             if _interrupted:
                 why, signalled = "stopped", True
-            elif progress.solved is not None:
-                why, signalled = "at_return", True
-            elif progress.elapsed >= cap_s:
-                why, signalled = "minutes", True
-            if signalled:
+                if "handed on" not in _running:  # (the signal came before the run was registered)
+                    process.send_signal(signal.SIGTERM)
+            elif progress.solved is not None or progress.elapsed >= cap_s:
+                why, signalled = ("at_return" if progress.solved is not None else "minutes"), True
                 process.send_signal(signal.SIGTERM)
+        _running.clear()
     code = process.returncode
     if code == 2:
         lines = [line for line in open(log.name).read().splitlines() if line.strip()]
@@ -221,7 +234,7 @@ def run_study(study: Dict[str, Any], runs_dir: str, extra: List[str]) -> int:
     done = [p for p in pairs if os.path.isfile(os.path.join(run_folder(root, *p), DONE))]
     print(f"[study] {study['name']} ({study['path']}): {len(done)}/{len(pairs)} runs done; folder {root}", flush=True)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda number, frame: _interrupted.append(number))
+        signal.signal(sig, _on_stop_signal)
     failed = []
     for arm, seed in pairs:
         if _interrupted:

@@ -170,7 +170,10 @@ def run_trial(trial: Any, command: List[str], run_root: str, space: Dict[str, An
     reported, stopped, why = 0, False, "finished"
     started = time.perf_counter()
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        # its own session: a Ctrl-C at the terminal reaches the tuner alone, which stops the trial with one SIGTERM
+        # (a second signal would make train abort without saving)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+                                   start_new_session=True)
         while True:
             done = process.poll() is not None
             runs = sorted(glob.glob(os.path.join(run_root, f"trial_{trial.number}", "*", "metrics.jsonl")))

@@ -31,40 +31,54 @@ def rows(folder):
         return [json.loads(line) for line in f]
 
 
-def test_a_study_runs_is_killed_resumes_in_place_and_reports(tmp_path):
-    root = tmp_path / "study" / "cartpole_toy"
-    first, second = root / "runs" / "envs64_rollout8" / "seed_0", root / "runs" / "envs32_rollout16" / "seed_0"
+def start_and_stop_when(tmp_path, folder, stop):
+    """Start the study in a process group of its own, and `stop` it once `folder`'s run logged 2 iterations."""
     process = subprocess.Popen([SCRIPT, "run", "cartpole_toy", f"runs_dir={tmp_path}"], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 120  # kill the study outright once the second run has logged (and saved) 2 iterations
-    while time.time() < deadline and len(complete_rows(second)) < 2:
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(complete_rows(folder)) < 2:
         time.sleep(0.05)
-    process.kill()
+    stop(process)
     out, _ = process.communicate(timeout=60)
-    assert (first / "study_done.json").is_file(), out
-    done_at = (first / "study_done.json").stat().st_mtime
-    for _ in range(200):  # the orphaned run got SIGTERM from the kernel (it dies with its parent): it saves, exits
-        if (second / "metrics.json").is_file():
+    for _ in range(200):  # the run saves and writes its summary as it stops
+        if (folder / "metrics.json").is_file():
             break
         time.sleep(0.1)
-    assert json.loads((second / "metrics.json").read_text())["stopped_by"] == "SIGTERM"
-    assert not (second / "study_done.json").exists()
-    cut_at = len(rows(second))
-    assert 2 <= cut_at < 5
+    assert json.loads((folder / "metrics.json").read_text())["stopped_by"] == "SIGTERM", out
+    assert not (folder / "study_done.json").exists()
+    assert 2 <= len(rows(folder)) < 5
+    return process.returncode, out
+
+
+def test_a_study_runs_is_stopped_and_killed_resumes_in_place_and_reports(tmp_path):
+    root = tmp_path / "study" / "cartpole_toy"
+    runs = {(arm, seed): root / "runs" / arm / f"seed_{seed}" for arm in ("envs64_rollout8", "envs32_rollout16")
+            for seed in (0, 1)}
+    # Ctrl-C at the terminal (SIGINT to the foreground process group): the study alone gets it and stops its run
+    # with one SIGTERM (the run is in a session of its own; a second signal would make it abort without saving)
+    code, out = start_and_stop_when(tmp_path, runs["envs32_rollout16", 0],
+                                    lambda p: os.killpg(os.getpgid(p.pid), signal.SIGINT))
+    assert code == 75 and "stopped by signal 2: run the same command to continue" in out, out
+    first = runs["envs64_rollout8", 0]
+    assert (first / "study_done.json").is_file(), out
+    done_at = (first / "study_done.json").stat().st_mtime
+
+    # killed outright: its run is told by the kernel (it dies with its parent) and saves
+    _, out = start_and_stop_when(tmp_path, runs["envs64_rollout8", 1], lambda p: p.kill())
+    assert "envs32_rollout16 seed 0: continuing" in out and "1/4 runs done" in out
+    assert (first / "study_done.json").stat().st_mtime == done_at  # finished: skipped, not run again
 
     resumed = study(tmp_path, "run", "cartpole_toy")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "1/4 runs done" in resumed.stdout
-    assert "envs32_rollout16 seed 0: continuing" in resumed.stdout
-    assert (first / "study_done.json").stat().st_mtime == done_at  # finished: skipped, not run again
-    log = (root / "logs" / "envs32_rollout16_seed_0.log").read_text()
-    assert f"resuming from {second / 'checkpoints' / 'last.pt'}" in log
-    assert [r["iteration"] for r in rows(second)] == list(range(5))  # continued in place, no row twice
-    for arm in ("envs64_rollout8", "envs32_rollout16"):
-        for seed in (0, 1):
-            record = json.loads((root / "runs" / arm / f"seed_{seed}" / "study_done.json").read_text())
-            assert record["ended_by"] == "budget" and record["env_steps"] == 5 * 512
-            assert record["machine"]["cores"] >= 1 and record["machine"]["torch"]  # where it ran, for the report
+    assert "2/4 runs done" in resumed.stdout and "envs64_rollout8 seed 1: continuing" in resumed.stdout
+    for (arm, seed), folder in runs.items():
+        record = json.loads((folder / "study_done.json").read_text())
+        assert record["ended_by"] == "budget" and record["env_steps"] == 5 * 512
+        assert record["machine"]["cores"] >= 1 and record["machine"]["torch"]  # where it ran, for the report
+        assert [r["iteration"] for r in rows(folder)] == list(range(5))  # continued in place, no row twice
+    for arm, seed in (("envs32_rollout16", 0), ("envs64_rollout8", 1)):
+        log = (root / "logs" / f"{arm}_seed_{seed}.log").read_text()
+        assert f"resuming from {runs[arm, seed] / 'checkpoints' / 'last.pt'}" in log
     again = study(tmp_path, "run", "cartpole_toy")
     assert "4/4 runs done" in again.stdout and "starting" not in again.stdout
 
