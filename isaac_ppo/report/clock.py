@@ -20,6 +20,9 @@ from isaac_ppo.watch import Progress, clock_s, read_rows
 # the metrics.jsonl keys kept in a study's small per-run copies (everything a claim or a figure is read from)
 KEPT = ("iteration", "env_steps", "wall_s", "collect_s", "update_s", "num_envs", "rollout_length", "epochs",
         "minibatches", "lr", "kl", "window_mean_return", "window_mean_length", "diverged", "eval", "diagnostics")
+# a copy keeps every row with an evaluation or diagnostics and at most this many others (evenly spaced): small
+# enough to commit beside a paper for runs of thousands of iterations
+MAX_PLAIN_ROWS = 400
 
 
 def evaluations(rows: Sequence[Dict[str, Any]]) -> List[Tuple[float, int, float]]:
@@ -123,7 +126,8 @@ def commands(study: Dict[str, Any]) -> str:
 
 
 def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines: Sequence[Dict[str, Any]] = ()) -> List[str]:
-    """study.json, study.md, the two figures and metrics/<arm>_seed_<s>.jsonl under out; the paths written.
+    """study.json, study.md, the two figures and metrics/<arm>_seed_<s>.jsonl (thinned: MAX_PLAIN_ROWS) under
+    out; the paths written.
     machines: the distinct machines the runs ran on (as machine() described each)."""
     os.makedirs(os.path.join(out, "metrics"), exist_ok=True)
     thresholds = _thresholds(next(iter(runs.values())), study.get("thresholds"))
@@ -133,9 +137,12 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
     for arm, folders in runs.items():
         for folder in folders:
             path = os.path.join(out, "metrics", f"{arm}_{os.path.basename(folder)}.jsonl")
+            rows = read_rows(os.path.join(folder, "metrics.jsonl"))
+            stride = max(1, -(-len(rows) // MAX_PLAIN_ROWS))
             with open(path, "w") as f:
-                for row in read_rows(os.path.join(folder, "metrics.jsonl")):
-                    f.write(json.dumps({k: row[k] for k in KEPT if k in row}) + "\n")
+                for i, row in enumerate(rows):  # every evaluation and diagnostics row; other rows at a stride
+                    if i % stride == 0 or "eval" in row or "diagnostics" in row or i == len(rows) - 1:
+                        f.write(json.dumps({k: row[k] for k in KEPT if k in row}) + "\n")
             written.append(path)
     result = {"study": study["name"], "definition": study["source"], "machines": list(machines), "thresholds": thresholds,
               "marks_min": marks,
