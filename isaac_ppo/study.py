@@ -261,20 +261,21 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
 
     root = study_root(runs_dir, study)
     out = out or os.path.join(root, "report")
-    runs = {}
+    runs: Dict[str, List[str]] = {}
+    records: Dict[str, Dict[str, Any]] = {}  # run folder -> its study_done.json
     for arm in study["arms"]:
         for seed in study["seeds"]:
-            marker = os.path.join(run_folder(root, arm, seed), DONE)
-            if os.path.isfile(marker):
-                runs.setdefault(arm, []).append(os.path.dirname(marker))
+            folder = run_folder(root, arm, seed)
+            if os.path.isfile(os.path.join(folder, DONE)):
+                with open(os.path.join(folder, DONE)) as f:
+                    records[folder] = json.load(f)
+                runs.setdefault(arm, []).append(folder)
     if not runs:
         raise UserError(f"{root}: no finished run of study {study['name']} yet: isaac-ppo-study run {study['path']}")
-    machines = []
-    for folder in (f for folders in runs.values() for f in folders):
-        with open(os.path.join(folder, DONE)) as f:
-            described = json.load(f).get("machine")
-        if described and described not in machines:
-            machines.append(described)
+    machines: List[Dict[str, Any]] = []
+    for record in records.values():
+        if record.get("machine") and record["machine"] not in machines:
+            machines.append(record["machine"])
     written = clock.write(runs, study, out, machines)
     if study["compare"] or study["predict"]:
         from isaac_ppo.report import compare
@@ -290,18 +291,13 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
             f.write(text)
         print(text)
         written += [os.path.join(out, "compare.json"), os.path.join(out, "compare.md")]
-    budget_runs = [folder for folders in runs.values() for folder in folders if _ended_by(folder) == "budget"]
+    budget_runs = [folder for folder, record in records.items() if record["ended_by"] == "budget"]
     if budget_runs:
         from isaac_ppo.report import run_report, parse_args as report_args
 
         written += run_report(report_args(budget_runs + ["--out", out]))
     print("[study] wrote:\n  " + "\n  ".join(written), flush=True)
     return 0
-
-
-def _ended_by(folder: str) -> str:
-    with open(os.path.join(folder, DONE)) as f:
-        return json.load(f)["ended_by"]
 
 
 def main(argv: Optional[List[str]] = None) -> int:

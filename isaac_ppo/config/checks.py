@@ -96,11 +96,11 @@ def check_profile(profile: str, task: str) -> None:
     without values for this task is refused, never applied as nothing."""
     import os
 
-    import isaac_ppo.cfg
+    from isaac_ppo.config.files import cfg_dir
 
     if profile == "none":
         return
-    folder = os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "profile", "task")
+    folder = os.path.join(cfg_dir("profile"), "task")
     if not os.path.isfile(os.path.join(folder, f"{profile}_{task}.yaml")):
         tasks = sorted(name[len(profile) + 1: -len(".yaml")] for name in os.listdir(folder)
                        if name.startswith(profile + "_") and name.endswith(".yaml"))

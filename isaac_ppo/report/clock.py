@@ -46,11 +46,12 @@ def bootstrap_median_ci(values: Sequence[float], reps: int = 10000, seed: int = 
 
 def summarise_arm(folders: Sequence[str], thresholds: Sequence[float], marks_min: Sequence[float]) -> Dict[str, Any]:
     runs = [read_rows(os.path.join(folder, "metrics.jsonl")) for folder in folders]
+    evals = [evaluations(rows) for rows in runs]
     out: Dict[str, Any] = {"runs": len(runs)}
     for threshold in thresholds:
         seconds, steps = [], []
-        for rows in runs:
-            hit = next(((s, e) for s, e, r in evaluations(rows) if r >= threshold), (math.inf, None))
+        for points in evals:
+            hit = next(((s, e) for s, e, r in points if r >= threshold), (math.inf, None))
             seconds.append(hit[0])
             steps.append(hit[1])
         key = f"to_{threshold:g}"
@@ -63,8 +64,8 @@ def summarise_arm(folders: Sequence[str], thresholds: Sequence[float], marks_min
         out[f"{key}_env_steps"] = steps
     for minutes in marks_min:
         values = []
-        for rows in runs:
-            before = [r for s, _, r in evaluations(rows) if s <= 60 * minutes]
+        for rows, points in zip(runs, evals):
+            before = [r for s, _, r in points if s <= 60 * minutes]
             if before and clock_s(rows) >= 60 * minutes - 1:  # (a run that ended earlier has no value there)
                 values.append(before[-1])
         out[f"eval_at_{minutes:g}min"] = [round(v, 1) for v in values]

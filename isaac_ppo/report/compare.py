@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from isaac_ppo.report.clock import evaluations
 from isaac_ppo.watch import read_rows
 
 EXPECT = ("greater", "less")
@@ -43,8 +44,7 @@ def final_return(folder: str) -> Optional[float]:
 
 def eval_curve(rows: Sequence[Dict[str, Any]]) -> Dict[int, float]:
     """env steps -> evaluation return_mean of every periodic evaluation."""
-    return {int(row["eval"]["env_steps"]): float(row["eval"]["return_mean"]) for row in rows
-            if isinstance(row.get("eval"), dict) and isinstance(row["eval"].get("return_mean"), (int, float))}
+    return {steps: value for _, steps, value in evaluations(rows)}
 
 
 def run_values(folders: Sequence[str], metric: str, grid: Sequence[int]) -> List[float]:
@@ -151,14 +151,12 @@ def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000,
     """Spearman between each diagnostic at `at_fraction` of the run and its final return, over `arms`."""
     folders = [f for arm in spec.get("arms", list(runs)) for f in runs.get(arm, [])]
     fraction = float(spec.get("at_fraction", 0.3))
+    runs = [(read_rows(os.path.join(folder, "metrics.jsonl")), final_return(folder)) for folder in folders]
+    runs = [(rows, final) for rows, final in runs if rows and final is not None]
     out = []
     for name in spec.get("diagnostics", []):
         xs, ys = [], []
-        for folder in folders:
-            rows = read_rows(os.path.join(folder, "metrics.jsonl"))
-            final = final_return(folder)
-            if not rows or final is None:
-                continue
+        for rows, final in runs:
             cut = fraction * rows[-1].get("env_steps", 0)
             seen = [row["diagnostics"][name] for row in rows if row.get("env_steps", 0) <= cut
                     and isinstance(row.get("diagnostics"), dict) and isinstance(row["diagnostics"].get(name), (int, float))]
