@@ -42,7 +42,7 @@ class Runner:
 
     def resume(self, path: str) -> bool:
         """Load the whole training state of checkpoint `path`; False when its budget is used up (nothing to run)."""
-        self.load_state_dict(checkpoint.load(path, self.model.log_std.device), path)
+        self.load_state_dict(checkpoint.load(path), path)  # (on the CPU: each part copies onto its own device)
         if self.plan_of(self.iteration, self.env_steps) is None:
             return False
         if self.comm.is_main:

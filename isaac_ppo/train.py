@@ -404,14 +404,23 @@ def resume_point(cfg: Any, run_dir: str) -> Optional[str]:
     return in_place
 
 
+def _how_to_continue(cfg: Any, run_dir: str, last: str) -> str:
+    """resume=auto finds only runs in runs_dir/<experiment>/; a run in a folder of its own (hydra.run.dir)
+    continues in place when started again there."""
+    auto_dir = os.path.join(cfg.runs_dir, cfg.experiment or cfg.task.name)
+    if os.path.abspath(os.path.dirname(run_dir)) == os.path.abspath(auto_dir):
+        return f"resume=auto (or resume={last})"
+    return f"the same command (hydra.run.dir={run_dir} continues in place) or resume={last}"
+
+
 def _report_end(cfg: Any, summary: Any, run_dir: str, main: bool) -> None:
     """The last line: done, or stopped early (then the process exits with STOPPED)."""
     stopped_by = summary.get("stopped_by") if summary else None
     if stopped_by:
         _stopped_by.append(stopped_by)
         if main:
-            print(f"[{cfg.task.name}] stopped early by {stopped_by}: continue it with resume=auto "
-                  f"(or resume={summary.get('last_checkpoint')}); exit status {STOPPED}")
+            print(f"[{cfg.task.name}] stopped early by {stopped_by}: continue it with "
+                  f"{_how_to_continue(cfg, run_dir, summary.get('last_checkpoint'))}; exit status {STOPPED}")
     elif main:
         diverged = f"; {summary['diverged']:,} episodes ended by a diverged simulation" if summary.get("diverged") else ""
         from isaac_ppo.evaluate import describe_run

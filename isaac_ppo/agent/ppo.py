@@ -39,7 +39,7 @@ class PPO:
         self.lr = cfg["learning_rate"]
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.lr, eps=1e-8)
         self.amp = cfg["mixed_precision"] and device.type == "cuda"
-        self.scaler = torch.cuda.amp.GradScaler(enabled=self.amp) if device.type == "cuda" else None
+        self.scaler = _cuda_grad_scaler(self.amp) if device.type == "cuda" else None
         # called with the model at every optimizer step, gradients unscaled and not yet clipped (diagnostics
         # read them; nothing is changed)
         self.grad_observer: Optional[Callable[[ActorCritic], None]] = None
@@ -191,6 +191,13 @@ class PPO:
         self.set_lr(float(state["lr"]))
         if self.scaler is not None and "scaler" in state:
             self.scaler.load_state_dict(state["scaler"])
+
+
+def _cuda_grad_scaler(enabled: bool) -> Any:
+    """torch.amp.GradScaler("cuda") where torch has it (2.3+; torch.cuda.amp's is deprecated there), else the old."""
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda", enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)  # torch < 2.3: the Isaac Gym image's 1.10
 
 
 def bounds_loss(mu: torch.Tensor, soft_bound: float = 1.1) -> torch.Tensor:

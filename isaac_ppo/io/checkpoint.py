@@ -133,6 +133,9 @@ def first_non_finite(tree: Any, path: str = "") -> Optional[str]:
 
 
 def load(path: str, device: Any = "cpu") -> Dict[str, Any]:
+    """An isaac-ppo checkpoint's state with its tensors on `device`. Resume reads onto the CPU and lets each part
+    copy onto its own device: a torch.Generator's state must be a CPU tensor wherever the generator lives (mapped
+    to cuda, resuming a GPU run failed in set_state)."""
     if not os.path.isfile(path):
         raise UserError(f"checkpoint not found: {path} (give checkpoint= or resume= an existing .pt file)")
     try:

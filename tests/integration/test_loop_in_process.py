@@ -71,15 +71,22 @@ def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path
     assert calls == [] and os.path.isfile(tmp_path / "checkpoints" / "best.pt")
 
 
-@pytest.mark.parametrize("scheduler,sim", [("fixed", "mujoco"), ("concurrent", "mujoco"),
-                                           pytest.param("fixed", "mjwarp",  # (slow: MuJoCo Warp's CPU device)
-                                                        marks=[pytest.mark.xdist_group("mjwarp"), pytest.mark.slow])])
-def test_resume_continues_exactly(tmp_path, scheduler, sim):
+ON_A_GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("scheduler,sim,device", [
+    ("fixed", "mujoco", "cpu"), ("concurrent", "mujoco", "cpu"),
+    pytest.param("fixed", "mjwarp", "cpu",  # (slow: MuJoCo Warp's CPU device)
+                 marks=[pytest.mark.xdist_group("mjwarp"), pytest.mark.slow]),
+    # on a GPU: the learner's tensors and generators on cuda (sim=mujoco), and MuJoCo Warp's worlds too
+    pytest.param("fixed", "mujoco", "cuda", marks=ON_A_GPU),
+    pytest.param("fixed", "mjwarp", "cuda", marks=ON_A_GPU)])
+def test_resume_continues_exactly(tmp_path, scheduler, sim, device):
     """Stopped after 2 of 4 iterations and resumed from last.pt: the same rows and parameters as a run of 4, on
-    either MuJoCo backend (last.pt holds the env's own state: MuJoCo Warp's too)."""
+    either MuJoCo backend (last.pt holds the env's own state: MuJoCo Warp's too), on the CPU or a GPU."""
     if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
         require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
-    common = ["scheduler=" + scheduler, "seed=5", "sim=" + sim]
+    common = ["scheduler=" + scheduler, "seed=5", "sim=" + sim, "device=" + device]
     _, _, whole_runner, _ = _train(tmp_path / "whole", "max_iterations=4", *common)
     _train(tmp_path / "part", "max_iterations=2", *common)
     part = load(str(tmp_path / "part" / "checkpoints" / "last.pt"))

@@ -103,6 +103,19 @@ def test_sigterm_saves_a_checkpoint_and_resume_auto_finishes_the_run(tmp_path):
         assert torch.equal(expected[name], final[name]), name
 
 
+def test_a_stopped_run_is_told_the_way_to_continue_that_finds_it(tmp_path):
+    """resume=auto looks in runs_dir/<experiment>/ only: a run pinned elsewhere (hydra.run.dir, as the study and
+    cluster jobs pin theirs) is told to run the same command again, which continues it in place."""
+    from isaac_ppo.train import _how_to_continue, compose_config
+
+    cfg = compose_config([*SMALL, f"runs_dir={tmp_path / 'runs'}", "experiment=e"])
+    last = "x/checkpoints/last.pt"
+    assert _how_to_continue(cfg, str(tmp_path / "runs" / "e" / "2026-11-24_10-00-00"), last) == \
+        f"resume=auto (or resume={last})"
+    pinned = _how_to_continue(cfg, str(tmp_path / "elsewhere"), last)
+    assert "resume=auto" not in pinned and "the same command" in pinned and str(tmp_path / "elsewhere") in pinned
+
+
 @pytest.mark.slow
 def test_play_mode_reports_mean_return_and_length(tmp_path):
     train_in_process(tmp_path / "runs", *SMALL, "max_iterations=2", "experiment=p")
