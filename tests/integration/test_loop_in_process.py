@@ -79,7 +79,7 @@ ON_A_GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUD
     pytest.param("fixed", "mjwarp", "cpu",  # (slow: MuJoCo Warp's CPU device)
                  marks=[pytest.mark.xdist_group("mjwarp"), pytest.mark.slow]),
     # on a GPU: the learner's tensors and generators on cuda (sim=mujoco), and MuJoCo Warp's worlds too
-    pytest.param("fixed", "mujoco", "cuda", marks=ON_A_GPU),
+    pytest.param("fixed", "mujoco", "cuda", marks=ON_A_GPU), pytest.param("concurrent", "mujoco", "cuda", marks=ON_A_GPU),
     pytest.param("fixed", "mjwarp", "cuda", marks=ON_A_GPU)])
 def test_resume_continues_exactly(tmp_path, scheduler, sim, device):
     """Stopped after 2 of 4 iterations and resumed from last.pt: the same rows and parameters as a run of 4, on
