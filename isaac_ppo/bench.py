@@ -8,7 +8,7 @@
 
 ``train`` times collection alone (rollout and GAE), the update alone, and full training iterations at the
 task's default size, and reports ``collect_s``, ``update_s``, ``iteration_s`` (means) and
-``env_steps_per_s``.
+``env_steps_per_s``; an evaluation due during the timed iterations is not in them (``evaluations``, ``eval_s``).
 
 ``peers`` trains the task with isaac-ppo and with rl-games (``agent.backend=rl_games``: the same env, batch,
 network and hyper-parameters, cfg/agent/<task>PPO.yaml), alternating per seed (isaac-ppo seed s, rl-games
@@ -73,8 +73,9 @@ def parse_overrides(argv: List[str], defaults: Dict[str, Any]) -> Dict[str, Any]
 
 def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
     """Collection alone, update alone, and full iterations (logging, checkpoint policy and, for a
-    concurrent plan, the overlap of collection with the update included), at the config's size; means over
-    `iterations` after one warm-up iteration."""
+    concurrent plan, the overlap of collection with the update included; evaluations left out and reported
+    apart as `evaluations` and `eval_s`), at the config's size; means over `iterations` after one warm-up
+    iteration."""
     import tempfile
 
     import torch
@@ -99,8 +100,12 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
             torch.set_num_threads(cfg.torch_threads)
             return buffer
 
+        evaluations: List[float] = []  # seconds of each evaluation that fell in a timed iteration
+
         def full() -> None:
             row = runner.step()
+            if row.get("eval"):
+                evaluations.append(row["eval"]["seconds"])
             logger.log(row)
             runner.checkpointer.after_iteration(row["iteration"], runner.state_dict, runner.policy_state,
                                                 row["window_mean_return"])
@@ -110,7 +115,10 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
         collect_s = _mean_time(collect, iterations)
         update_s = _mean_time(lambda: runner.ppo.update(buffer, plan), iterations)
         full()  # warm-up: with a concurrent plan, this iteration starts the first collection ahead
-        iteration_s = _mean_time(full, iterations)
+        evaluations.clear()
+        # an evaluation due in a timed iteration is reported apart, not as that iteration's time (on a GPU one
+        # takes as long as ~20 iterations: 1000 sequential steps of eval.num_envs worlds)
+        iteration_s = _mean_time(full, iterations) - sum(evaluations) / iterations
         runner.state_dict()  # waits for a batch still in flight
         logger.close()
     return {
@@ -121,6 +129,7 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
         "overlap_floor_s": round(max(collect_s, update_s), 4),
         "env_steps_per_s": round(plan.batch_size / iteration_s),
         "torch_threads": cfg.torch_threads, "collect_torch_threads": cfg.collect_torch_threads,
+        "evaluations": len(evaluations), "eval_s": round(sum(evaluations), 4),
     }
 
 
