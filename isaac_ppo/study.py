@@ -2,6 +2,7 @@
 
 usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...]
        isaac-ppo-study report STUDY [runs_dir=DIR] [out=DIR]
+       isaac-ppo-study placebo STUDY arm=ARM seed=S [draw=N] [runs_dir=DIR]
 
 STUDY is cfg/study/<name>.yaml (or a path to such a file): `common` overrides for every run, `arms` (a name each,
 with its overrides), `seeds`, and optionally `stop` (`minutes`: stop a run when its clock, evaluation included,
@@ -21,6 +22,9 @@ checkpoint has nothing to continue: its folder is started again.
 time to each threshold, evaluation return at the marks, where the time went, evaluation return against seconds and
 against env steps), each run's rows as small JSONL (metrics/<arm>_seed_<s>.jsonl: no checkpoints), and, when runs
 ended on their budget, isaac-ppo-report's tables and figures over them.
+
+`placebo` prints an arm to add to a study: the finished run's changes of split at random iterations
+(isaac_ppo.report.placebo; draw= seeds the draw, default the run's seed).
 """
 from __future__ import annotations
 
@@ -39,7 +43,8 @@ from isaac_ppo.errors import UserError
 from isaac_ppo.watch import Progress, die_with_parent, read_rows, train_command
 
 USAGE = ("usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...] | "
-         "isaac-ppo-study report STUDY [runs_dir=DIR] [out=DIR]")
+         "isaac-ppo-study report STUDY [runs_dir=DIR] [out=DIR] | "
+         "isaac-ppo-study placebo STUDY arm=ARM seed=S [draw=N] [runs_dir=DIR]")
 STOPPED = 75  # isaac-ppo-train after a stop signal (saved, resumable); this command too when stopped
 DONE = "study_done.json"
 NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -131,19 +136,21 @@ def run_folder(root: str, arm: str, seed: int) -> str:
 
 
 def parse_args(argv: List[str]) -> Dict[str, Any]:
-    if len(argv) < 2 or argv[0] not in ("run", "report"):
+    if len(argv) < 2 or argv[0] not in ("run", "report", "placebo"):
         raise UserError(USAGE)
     args: Dict[str, Any] = {"command": argv[0], "study": argv[1], "runs_dir": "runs", "train": []}
     for word in argv[2:]:
         key, eq, value = word.partition("=")
         if not eq:
             raise UserError(f"{word!r} is not KEY=VALUE; {USAGE}")
-        if key in ("arms", "seeds", "runs_dir") or (key == "out" and argv[0] == "report"):
+        if key in ("arms", "seeds", "runs_dir") or (key, argv[0]) in (
+                ("out", "report"), ("arm", "placebo"), ("seed", "placebo"), ("draw", "placebo")):
             args[key] = value
         elif argv[0] == "run":
             args["train"].append(word)
         else:
-            raise UserError(f"{word}: report takes runs_dir= and out= only")
+            raise UserError(f"{word}: {argv[0]} takes " + ("runs_dir= and out=" if argv[0] == "report" else
+                                                            "arm=, seed=, draw= and runs_dir=") + " only")
     return args
 
 
@@ -300,6 +307,30 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     return 0
 
 
+def print_placebo(study: Dict[str, Any], args: Dict[str, Any]) -> int:
+    import yaml
+
+    from isaac_ppo.report.placebo import placebo_overrides
+
+    try:
+        seed, draw = int(args.get("seed", "")), int(args.get("draw", args.get("seed", "")))
+    except ValueError:
+        raise UserError("placebo needs seed=S (an integer: the run whose changes it copies), and draw=N if given, "
+                        "an integer") from None
+    if args.get("arm") not in study["arms"]:
+        raise UserError(f"placebo needs arm=, one of the study's: {', '.join(study['arms'])}")
+    folder = run_folder(study_root(args["runs_dir"], study), args["arm"], seed)
+    if not os.path.isfile(os.path.join(folder, DONE)):
+        raise UserError(f"{folder} holds no finished run: isaac-ppo-study run {study['path']} first")
+    pool = None  # the run's env pool, when its config set one
+    if os.path.isfile(os.path.join(folder, "config.yaml")):
+        with open(os.path.join(folder, "config.yaml")) as f:
+            pool = (yaml.safe_load(f) or {}).get("num_envs")
+    words = placebo_overrides(read_rows(os.path.join(folder, "metrics.jsonl")), draw, pool)
+    print(f"placebo_{args['arm']}_seed_{seed}: {json.dumps(words)}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
@@ -311,6 +342,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         select(study, args)
         if args["command"] == "run":
             return run_study(study, args["runs_dir"], args["train"])
+        if args["command"] == "placebo":
+            return print_placebo(study, args)
         return report_study(study, args["runs_dir"], args.get("out"))
     except UserError as error:
         print(f"isaac-ppo-study: {error}", file=sys.stderr)
