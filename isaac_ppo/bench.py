@@ -8,7 +8,8 @@
 
 ``train`` times collection alone (rollout and GAE), the update alone, and full training iterations at the
 task's default size, and reports ``collect_s``, ``update_s``, ``iteration_s`` (means) and
-``env_steps_per_s``; an evaluation due during the timed iterations is not in them (``evaluations``, ``eval_s``).
+``env_steps_per_s``; an iteration that evaluated (and, concurrent, the next) is left out of ``iteration_s``
+(``iterations_timed`` of ``iterations`` are in it; ``evaluations``, ``eval_s``: the evaluations apart).
 
 ``peers`` trains the task with isaac-ppo and with rl-games (``agent.backend=rl_games``: the same env, batch,
 network and hyper-parameters, cfg/agent/<task>PPO.yaml), alternating per seed (isaac-ppo seed s, rl-games
@@ -73,14 +74,15 @@ def parse_overrides(argv: List[str], defaults: Dict[str, Any]) -> Dict[str, Any]
 
 def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
     """Collection alone, update alone, and full iterations (logging, checkpoint policy and, for a
-    concurrent plan, the overlap of collection with the update included; evaluations left out and reported
-    apart as `evaluations` and `eval_s`), at the config's size; means over `iterations` after one warm-up
+    concurrent plan, the overlap of collection with the update included; iterations that evaluated left out,
+    the evaluations reported apart), at the config's size; means over `iterations` after one warm-up
     iteration."""
     import tempfile
 
     import torch
 
     from isaac_ppo.build import build_env_and_scheduler, build_runner
+    from isaac_ppo.errors import UserError
     from isaac_ppo.io.logger import RunLogger
     from isaac_ppo.train import compose_config
 
@@ -100,27 +102,37 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
             torch.set_num_threads(cfg.torch_threads)
             return buffer
 
-        evaluations: List[float] = []  # seconds of each evaluation that fell in a timed iteration
-
-        def full() -> None:
+        def full() -> Optional[float]:
+            """One iteration; the seconds its evaluation took, if one was due."""
             row = runner.step()
-            if row.get("eval"):
-                evaluations.append(row["eval"]["seconds"])
             logger.log(row)
             runner.checkpointer.after_iteration(row["iteration"], runner.state_dict, runner.policy_state,
                                                 row["window_mean_return"])
+            return row["eval"]["seconds"] if row.get("eval") else None
 
         buffer = collect()
         runner.ppo.update(buffer, plan)  # warm-up
         collect_s = _mean_time(collect, iterations)
         update_s = _mean_time(lambda: runner.ppo.update(buffer, plan), iterations)
         full()  # warm-up: with a concurrent plan, this iteration starts the first collection ahead
-        evaluations.clear()
-        # an evaluation due in a timed iteration is reported apart, not as that iteration's time (on a GPU one
-        # takes as long as ~20 iterations: 1000 sequential steps of eval.num_envs worlds)
-        iteration_s = _mean_time(full, iterations) - sum(evaluations) / iterations
+        timed = []  # (seconds, evaluation seconds or None) per timed iteration
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            evaluated = full()
+            timed.append((time.perf_counter() - t0, evaluated))
+        # an iteration that evaluated is not an iteration's time (on a GPU one evaluation takes as long as ~20
+        # Ant iterations: 1000 sequential steps of eval.num_envs worlds), nor, with a concurrent plan, the next
+        # one, whose batch was collected beside that evaluation
+        concurrent = plan.mode == "concurrent"
+        clean = [t for i, (t, e) in enumerate(timed)
+                 if e is None and not (concurrent and i > 0 and timed[i - 1][1] is not None)]
+        evaluations = [e for _, e in timed if e is not None]
         runner.state_dict()  # waits for a batch still in flight
         logger.close()
+    if not clean:
+        raise UserError(f"each of the {iterations} timed iterations evaluated or followed an evaluation: raise "
+                        "iterations= or eval.interval")
+    iteration_s = sum(clean) / len(clean)
     return {
         "bench": "train", "task": cfg.task.name, "mode": plan.mode, "num_envs": plan.num_envs,
         "rollout_length": plan.rollout_length, "iterations": iterations, "collect_s": round(collect_s, 4),
@@ -129,7 +141,7 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
         "overlap_floor_s": round(max(collect_s, update_s), 4),
         "env_steps_per_s": round(plan.batch_size / iteration_s),
         "torch_threads": cfg.torch_threads, "collect_torch_threads": cfg.collect_torch_threads,
-        "evaluations": len(evaluations), "eval_s": round(sum(evaluations), 4),
+        "iterations_timed": len(clean), "evaluations": len(evaluations), "eval_s": round(sum(evaluations), 4),
     }
 
 

@@ -326,7 +326,10 @@ def print_placebo(study: Dict[str, Any], args: Dict[str, Any]) -> int:
     if os.path.isfile(os.path.join(folder, "config.yaml")):
         with open(os.path.join(folder, "config.yaml")) as f:
             pool = (yaml.safe_load(f) or {}).get("num_envs")
-    words = placebo_overrides(read_rows(os.path.join(folder, "metrics.jsonl")), draw, pool)
+    # the arm's own overrides but its schedule (and pool, read back from the run): the placebo differs in when
+    # the split changes, nothing else
+    kept = [w for w in study["arms"][args["arm"]] if not _key(w).startswith("scheduler") and _key(w) != "num_envs"]
+    words = kept + placebo_overrides(read_rows(os.path.join(folder, "metrics.jsonl")), draw, pool)
     print(f"placebo_{args['arm']}_seed_{seed}: {json.dumps(words)}")
     return 0
 

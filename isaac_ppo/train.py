@@ -405,11 +405,18 @@ def resume_point(cfg: Any, run_dir: str) -> Optional[str]:
 
 
 def _how_to_continue(cfg: Any, run_dir: str, last: str) -> str:
-    """resume=auto finds only runs in runs_dir/<experiment>/; a run in a folder of its own (hydra.run.dir)
-    continues in place when started again there."""
+    """resume=PATH always continues a run; resume=auto finds only runs in runs_dir/<experiment>/; the same
+    command continues a folder of its own (hydra.run.dir) in place, unless it says resume= (which wins) or is a
+    sweep (-m: that starts a new one)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    mode = getattr(HydraConfig.get(), "mode", None) if HydraConfig.initialized() else None
+    multirun = getattr(mode, "name", "") == "MULTIRUN"
     auto_dir = os.path.join(cfg.runs_dir, cfg.experiment or cfg.task.name)
-    if os.path.abspath(os.path.dirname(run_dir)) == os.path.abspath(auto_dir):
+    if os.path.abspath(os.path.dirname(run_dir)) == os.path.abspath(auto_dir) and not multirun:
         return f"resume=auto (or resume={last})"
+    if cfg.resume or multirun:
+        return f"resume={last}"
     return f"the same command (hydra.run.dir={run_dir} continues in place) or resume={last}"
 
 

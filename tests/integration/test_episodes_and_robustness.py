@@ -151,16 +151,24 @@ def run_bench(*args):
     return subprocess.run([script, *args], capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir())
 
 
-def test_bench_train_times_iterations_without_the_evaluations_due_in_them():
-    """An evaluation (1000 sequential steps of its envs: on a GPU as long as ~20 Ant iterations) is reported
-    apart, not averaged into iteration_s: on the H100 it had passed for a 0.42 s 'glue' per iteration."""
+@pytest.mark.parametrize("mode,interval,evaluated,timed", [("sync", 2048, 2, 2), ("concurrent", 4096, 1, 2)])
+def test_bench_train_times_iterations_without_the_evaluations_due_in_them(mode, interval, evaluated, timed):
+    """An iteration that evaluated (1000 sequential steps of the eval envs: on a GPU as long as ~20 Ant
+    iterations) is not an iteration's time, nor, concurrent, the next one, collected beside it: on the H100 an
+    evaluation had passed for 0.42 s of 'glue' per iteration."""
     from isaac_ppo.bench import bench_train
 
-    # 64 envs x 16 = 1,024 env steps an iteration, an evaluation every 2,048: two fall in the 4 timed iterations
-    result = bench_train(["task=Cartpole", "num_envs=64", "agent.minibatch_size=256", "sim=mujoco", "diagnostics=off",
-                          "task.env.episodeLength=20", "eval.interval=2048", "eval.num_envs=4"], 4)
-    assert result["evaluations"] == 2 and result["eval_s"] > 0
-    assert 0 < result["iteration_s"] and result["env_steps_per_s"] == round(1024 / result["iteration_s"])
+    # 64 envs x 16 = 1,024 env steps an iteration; the 4 timed iterations (after the warm-up's 1,024 steps) end
+    # at 2,048 to 5,120: every 2,048 the 1st and 3rd evaluate; every 4,096 the 3rd (concurrent: and the 4th,
+    # collected beside it, is left out too)
+    small = ["task=Cartpole", "num_envs=64", "agent.minibatch_size=256", "sim=mujoco", "diagnostics=off",
+             "task.env.episodeLength=20", "eval.num_envs=4", "scheduler.mode=" + mode]
+    result = bench_train(small + [f"eval.interval={interval}"], 4)
+    assert (result["evaluations"], result["iterations_timed"]) == (evaluated, timed) and result["eval_s"] > 0
+    assert result["iteration_s"] > 0 and result["env_steps_per_s"] == pytest.approx(1024 / result["iteration_s"],
+                                                                                      rel=1e-2)
+    with pytest.raises(UserError, match="each of the 2 timed iterations evaluated or followed an evaluation"):
+        bench_train(small + ["eval.interval=1024"], 2)
 
 
 @pytest.mark.slow

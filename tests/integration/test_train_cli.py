@@ -114,6 +114,9 @@ def test_a_stopped_run_is_told_the_way_to_continue_that_finds_it(tmp_path):
         f"resume=auto (or resume={last})"
     pinned = _how_to_continue(cfg, str(tmp_path / "elsewhere"), last)
     assert "resume=auto" not in pinned and "the same command" in pinned and str(tmp_path / "elsewhere") in pinned
+    # a command that says resume= would continue from that checkpoint again, not from this run's last.pt
+    started_from = compose_config([*SMALL, f"runs_dir={tmp_path / 'runs'}", "experiment=e", "resume=old/last.pt"])
+    assert _how_to_continue(started_from, str(tmp_path / "elsewhere"), last) == f"resume={last}"
 
 
 @pytest.mark.slow

@@ -62,7 +62,8 @@ def test_a_run_whose_batch_grew_has_no_placebo_of_one_batch():
 
 def test_isaac_ppo_study_placebo_prints_an_arm_for_a_finished_run(tmp_path, capsys):
     path = tmp_path / "audit.yaml"
-    path.write_text("common: [task=Cartpole]\narms:\n  adaptive: [scheduler=adaptive]\nseeds: [0, 1]\n")
+    path.write_text("common: [task=Cartpole]\narms:\n  adaptive: [scheduler=adaptive, scheduler.min_dwell=10, "
+                    "num_envs=512, agent.mini_epochs=3]\nseeds: [0, 1]\n")
     folder = tmp_path / "runs" / "study" / "audit" / "runs" / "adaptive" / "seed_1"
     os.makedirs(folder)
     with open(folder / "metrics.jsonl", "w") as f:
@@ -74,9 +75,12 @@ def test_isaac_ppo_study_placebo_prints_an_arm_for_a_finished_run(tmp_path, caps
     (folder / "study_done.json").write_text("{}")
     assert study.main(base + ["arm=adaptive", "seed=1"]) == 0
     name, _, words = capsys.readouterr().out.strip().partition(": ")
-    assert name == "placebo_adaptive_seed_1" and json.loads(words) == placebo_overrides(_rows(ADAPTIVE), 1, 512)
+    # the arm's other overrides are kept; its schedule and pool come from the run
+    assert name == "placebo_adaptive_seed_1"
+    assert json.loads(words) == ["agent.mini_epochs=3"] + placebo_overrides(_rows(ADAPTIVE), 1, 512)
     assert study.main(base + ["arm=adaptive", "seed=1", "draw=7"]) == 0
-    assert json.loads(capsys.readouterr().out.partition(": ")[2]) == placebo_overrides(_rows(ADAPTIVE), 7, 512)
+    assert json.loads(capsys.readouterr().out.partition(": ")[2]) == \
+        ["agent.mini_epochs=3"] + placebo_overrides(_rows(ADAPTIVE), 7, 512)
     assert study.main(base + ["arm=fixed", "seed=1"]) == 2
     assert "placebo needs arm=, one of the study's: adaptive" in capsys.readouterr().err
     assert study.main(base + ["arm=adaptive", "seed=x"]) == 2
