@@ -184,6 +184,8 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
     overrides = study["common"] + study["arms"][arm] + extra
     command = train_command() + overrides + [f"seed={seed}", f"experiment={study['name']}", f"hydra.run.dir={folder}"]
     continuing = os.path.isdir(folder)
+    rows_path = os.path.join(folder, "metrics.jsonl")
+    rows_written = os.path.getmtime(rows_path) if os.path.isfile(rows_path) else None
     print(f"[study] {arm} seed {seed}: {'continuing' if continuing else 'starting'}: isaac-ppo-train "
           f"{' '.join(command[len(train_command()):])}", flush=True)
     os.makedirs(os.path.join(root, "logs"), exist_ok=True)
@@ -212,15 +214,21 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
                 process.send_signal(signal.SIGTERM)
         _running.clear()
     code = process.returncode
+    said = None
     if code == 2:
         lines = [line for line in open(log.name).read().splitlines() if line.strip()]
-        raise UserError(f"{arm} seed {seed}: isaac-ppo-train said: {lines[-1] if lines else '(nothing)'} "
-                        f"(log: {log.name})")
+        said = lines[-1] if lines else "(nothing)"
+        ran = os.path.isfile(rows_path) and os.path.getmtime(rows_path) != rows_written
+        if not ran:  # refused before it trained (a bad key, another run's folder): the study's mistake
+            raise UserError(f"{arm} seed {seed}: isaac-ppo-train said: {said} (log: {log.name})")
+        # it ran, then stopped itself (the divergence guard): an outcome of this run, which would stop the same
+        # way again if continued (resume is exact), so it is done, and the report says how it ended
+        why = "stopped itself"
     if code == STOPPED and not signalled:
         return "stopped"  # someone else stopped it: not done, continue it next time
     if code == -signal.SIGTERM and why in ("minutes", "at_return"):
         code = STOPPED  # (our SIGTERM landed as train was exiting, past its handler: its rows are written)
-    if code not in (0, STOPPED) or why == "stopped":
+    if code not in (0, STOPPED, 2) or why == "stopped":
         return "stopped" if why == "stopped" else f"failed (exit {code}, log: {log.name})"
     progress.read(os.path.join(folder, "metrics.jsonl"))
     from isaac_ppo.report.clock import machine
@@ -228,6 +236,8 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
     record = {"arm": arm, "seed": seed, "overrides": overrides + [f"seed={seed}"], "ended_by": why, "machine": machine(),
               "clock_s": round(progress.elapsed, 3), "env_steps": (read_rows(os.path.join(folder, "metrics.jsonl"))
                                                                    or [{}])[-1].get("env_steps")}
+    if said is not None:
+        record["message"] = said
     with open(os.path.join(folder, DONE + ".tmp"), "w") as f:
         json.dump(record, f, indent=1)
     os.replace(os.path.join(folder, DONE + ".tmp"), os.path.join(folder, DONE))
@@ -283,7 +293,10 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     for record in records.values():
         if record.get("machine") and record["machine"] not in machines:
             machines.append(record["machine"])
-    written = clock.write(runs, study, out, machines)
+    ended_otherwise = [f"{r['arm']} seed {r['seed']}: stopped itself after {r['clock_s'] / 60:.1f} min of its clock, "
+                       f"{r['env_steps']:,} env steps: {r.get('message', '')}"
+                       for r in records.values() if r["ended_by"] == "stopped itself"]
+    written = clock.write(runs, study, out, machines, ended_otherwise)
     if study["compare"] or study["predict"]:
         from isaac_ppo.report import compare
 

@@ -126,10 +126,12 @@ def commands(study: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines: Sequence[Dict[str, Any]] = ()) -> List[str]:
+def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines: Sequence[Dict[str, Any]] = (),
+          ended_otherwise: Sequence[str] = ()) -> List[str]:
     """study.json, study.md, the two figures and metrics/<arm>_seed_<s>.jsonl (thinned: MAX_PLAIN_ROWS) under
     out; the paths written.
-    machines: the distinct machines the runs ran on (as machine() described each)."""
+    machines: the distinct machines the runs ran on (as machine() described each); ended_otherwise: a line for
+    each run that ended before its budget or the study's stop rule (it stopped itself)."""
     os.makedirs(os.path.join(out, "metrics"), exist_ok=True)
     thresholds = _thresholds(next(iter(runs.values())), study.get("thresholds"))
     marks = [float(m) for m in study.get("marks_min") or []]
@@ -146,13 +148,15 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
                         f.write(json.dumps({k: row[k] for k in KEPT if k in row}) + "\n")
             written.append(path)
     result = {"study": study["name"], "definition": study["source"], "machines": list(machines), "thresholds": thresholds,
-              "marks_min": marks,
+              "marks_min": marks, "ended_otherwise": list(ended_otherwise),
               "arms": {arm: {"overrides": study["arms"][arm], **values} for arm, values in summary.items()}}
     with open(os.path.join(out, "study.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(out, "study.md"), "w") as f:
         ran_on = "\n".join(f"- {json.dumps(m)}" for m in machines) or "- (not recorded)"
         f.write(f"# Study {study['name']} ({study['source']})\n\nThe runs ran on:\n{ran_on}\n\n")
+        if ended_otherwise:  # (their thresholds not reached count as such; a mark past their end has no value)
+            f.write("Runs that ended early:\n" + "".join(f"- {line}\n" for line in ended_otherwise) + "\n")
         f.write(markdown(summary, thresholds, marks) + "\n" + commands(study))
     print(markdown(summary, thresholds, marks))
     return [os.path.join(out, "study.json"), os.path.join(out, "study.md")] + plot(runs, thresholds, out) + written
@@ -190,20 +194,27 @@ def plot(runs: Dict[str, List[str]], thresholds: Sequence[float], out: str) -> L
     import matplotlib.pyplot as plt
 
     paths = []
+    rows = {f: read_rows(os.path.join(f, "metrics.jsonl")) for folders in runs.values() for f in folders}
+    points_of = {f: evaluations(rows[f]) for f in rows}
+    if not any(points_of.values()):
+        return paths  # (no run evaluated: nothing to draw)
     for axis, name, label in ((0, "eval_vs_seconds.png", "clock, evaluation included (s, log scale)"),
                               (1, "eval_vs_env_steps.png", "env steps")):
         figure, axes = plt.subplots(figsize=(8, 5))
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         for (arm, folders), color in zip(runs.items(), colors * 4):
-            curves = [[(p[axis], p[2]) for p in evaluations(read_rows(os.path.join(f, "metrics.jsonl")))]
-                      for f in folders]
+            curves = [[(p[axis], p[2]) for p in points_of[f]] for f in folders]
+            # where each run ended: past it, a run that stopped early has no evaluation to hold
+            ends = [clock_s(rows[f]) if axis == 0 else (rows[f][-1].get("env_steps", 0) if rows[f] else 0)
+                    for f in folders]
             for points in curves:
                 axes.plot([x for x, _ in points], [r for _, r in points], color=color, alpha=0.3, linewidth=0.8)
             grid = sorted({x for points in curves for x, _ in points})
             median = []
-            for x in grid:  # the median over seeds of each seed's latest evaluation at x, once every seed has one
-                latest = [[r for px, r in points if px <= x] for points in curves]  # (a stopped run holds its last)
-                if all(latest):
+            for x in grid:  # the median over the runs still running at x of each one's latest evaluation,
+                # once every one of them has one
+                latest = [[r for px, r in points if px <= x] for points, end in zip(curves, ends) if end >= x]
+                if latest and all(latest):
                     median.append((x, statistics.median(values[-1] for values in latest)))
             axes.plot([x for x, _ in median], [r for _, r in median], color=color, linewidth=2.2,
                       label=f"{arm} (median of {len(curves)} seeds)")

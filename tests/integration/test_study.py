@@ -143,3 +143,32 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
     assert result.returncode == 2, result.stdout + result.stderr
     assert fragment in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+def test_a_run_that_stops_itself_is_an_outcome_but_a_refused_one_stops_the_study(tmp_path):
+    """The divergence guard ends a run that trained (exit 2 after its rows): that run is done, marked so, and the
+    study goes on to the next; a run refused before it trained (a bad key) is the study's mistake: one line, exit 2."""
+    definition = tmp_path / "guard.yaml"
+    definition.write_text(
+        "common: [task=Cartpole, sim=mujoco, diagnostics=off, num_envs=32, agent.minibatch_size=256, "
+        "max_iterations=2, eval.interval=0, save_interval=1]\n"
+        "arms:\n"
+        "  diverging: [task.mujoco.max_abs_qvel=0.000001]   # every step of every env 'diverges'\n"
+        "  healthy: []\n"
+        "seeds: [0]\n")
+    result = study(tmp_path, "run", str(definition))
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = tmp_path / "study" / "guard" / "runs"
+    record = json.loads((runs / "diverging" / "seed_0" / "study_done.json").read_text())
+    assert record["ended_by"] == "stopped itself" and "simulation diverged" in record["message"]
+    assert json.loads((runs / "healthy" / "seed_0" / "study_done.json").read_text())["ended_by"] == "budget"
+    assert "diverging seed 0: stopped itself" in result.stdout
+    report = study(tmp_path, "report", str(definition))
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "study" / "guard" / "report" / "study.md").read_text()
+    assert "Runs that ended early:\n- diverging seed 0: stopped itself after" in text and "simulation diverged" in text
+    definition.write_text(definition.read_text().replace("healthy: []", "healthy: [agent.no_such_key=1]")
+                          .replace("seeds: [0]", "seeds: [1]"))
+    refused = study(tmp_path, "run", str(definition))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "healthy seed 1: isaac-ppo-train said:" in refused.stderr and "no_such_key" in refused.stderr
