@@ -70,8 +70,9 @@ def summarise_arm(folders: Sequence[str], thresholds: Sequence[float], marks_min
                 values.append(before[-1])
         out[f"eval_at_{minutes:g}min"] = [round(v, 1) for v in values]
         out[f"eval_at_{minutes:g}min_median"] = round(statistics.median(values), 1) if values else None
-    totals = {"collect": 0.0, "update": 0.0, "evaluation": 0.0, "clock": 0.0, "env_steps": 0}
+    totals = {"collect": 0.0, "update": 0.0, "evaluation": 0.0, "clock": 0.0, "env_steps": 0, "diverged": 0}
     for rows in runs:
+        totals["diverged"] += sum(row.get("diverged", 0) for row in rows)
         totals["collect"] += sum(row.get("collect_s", 0.0) for row in rows)
         totals["update"] += sum(row.get("update_s", 0.0) for row in rows)
         totals["evaluation"] += sum(row["eval"].get("seconds", 0.0) for row in rows if isinstance(row.get("eval"), dict))
@@ -82,6 +83,8 @@ def summarise_arm(folders: Sequence[str], thresholds: Sequence[float], marks_min
     shares["rest"] = round(1.0 - sum(shares.values()), 3)
     out["time_shares"] = shares
     out["env_steps_per_s"] = round(totals["env_steps"] / whole)
+    # episodes ended by a diverged simulation (left out of training), per million env steps of the arm's runs
+    out["diverged_per_million"] = round(1e6 * totals["diverged"] / max(totals["env_steps"], 1), 2)
     out["clock_s"] = [round(clock_s(rows), 1) for rows in runs]
     return out
 
@@ -166,7 +169,8 @@ def markdown(summary: Dict[str, Dict[str, Any]], thresholds: Sequence[float], ma
     headers = ["arm", "runs"]
     for t in thresholds:
         headers += [f"to {t:g}: reached", f"to {t:g}: median s (95% CI)"]
-    headers += [f"eval at {m:g} min (median)" for m in marks] + ["collect / update / eval / rest", "env steps/s"]
+    headers += [f"eval at {m:g} min (median)" for m in marks] + ["collect / update / eval / rest", "env steps/s",
+                                                                  "diverged / M steps"]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for arm, s in summary.items():
         cells = [arm, str(s["runs"])]
@@ -177,7 +181,7 @@ def markdown(summary: Dict[str, Dict[str, Any]], thresholds: Sequence[float], ma
         cells += [_s(s[f"eval_at_{m:g}min_median"]) for m in marks]
         shares = s["time_shares"]
         cells += [" / ".join(f"{100 * shares[k]:.0f}%" for k in ("collect", "update", "evaluation", "rest")),
-                  f"{s['env_steps_per_s']:,}"]
+                  f"{s['env_steps_per_s']:,}", f"{s['diverged_per_million']:g}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

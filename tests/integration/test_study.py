@@ -167,6 +167,11 @@ def test_a_run_that_stops_itself_is_an_outcome_but_a_refused_one_stops_the_study
     assert report.returncode == 0, report.stderr
     text = (tmp_path / "study" / "guard" / "report" / "study.md").read_text()
     assert "Runs that ended early:\n- diverging seed 0: stopped itself after" in text and "simulation diverged" in text
+    arms = json.loads((tmp_path / "study" / "guard" / "report" / "study.json").read_text())["arms"]
+    diverging = [json.loads(line) for line in (runs / "diverging" / "seed_0" / "metrics.jsonl").read_text().splitlines()]
+    assert arms["diverging"]["diverged_per_million"] == round(
+        1e6 * sum(r["diverged"] for r in diverging) / diverging[-1]["env_steps"], 2) > 0
+    assert arms["healthy"]["diverged_per_million"] == 0
     definition.write_text(definition.read_text().replace("healthy: []", "healthy: [agent.no_such_key=1]")
                           .replace("seeds: [0]", "seeds: [1]"))
     refused = study(tmp_path, "run", str(definition))
