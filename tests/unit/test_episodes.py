@@ -147,3 +147,30 @@ def test_active_subset_then_full_pool():
     assert stats["episodes"] == 3
     assert stats["mean_return"] == pytest.approx((2 + 1 + 1) / 3)
     assert stats["mean_length"] == pytest.approx((2 + 1 + 1) / 3)
+
+
+def _divergence_limit(fraction=0.05):
+    from omegaconf import OmegaConf
+
+    from isaac_ppo.envs.episodes import DivergenceLimit
+
+    return DivergenceLimit(OmegaConf.create({"max_diverged_fraction": fraction,
+                                             "task": {"env": {"powerScale": 1.0}, "mujoco": {"timestep": 0.01}}}))
+
+
+def test_the_divergence_guard_judges_a_rate_not_a_burst():
+    """Late in a trained Ant run (~70 episodes an iteration), bursts of up to 5 divergences (7% of an iteration)
+    at about 2% overall do not stop it; a sustained 10% does, once 400 episodes are in the window."""
+    from isaac_ppo.errors import DivergedError
+
+    limit = _divergence_limit()
+    bursts = [0, 1, 0, 5, 0, 2, 0, 0, 3, 0, 1, 0] * 10  # 144 in 120 iterations of 70 episodes: 1.7%
+    for k, diverged in enumerate(bursts):
+        limit.check({"iteration": k, "diverged": diverged, "episodes": 70 - diverged})
+    limit = _divergence_limit()
+    with pytest.raises(DivergedError, match=r"diverged in 42 of 420 episodes \(10%\) of iterations 0-5"):
+        for k in range(20):
+            limit.check({"iteration": k, "diverged": 7, "episodes": 63})
+    allowed = _divergence_limit(1.0)
+    for k in range(20):
+        allowed.check({"iteration": k, "diverged": 70, "episodes": 0})
