@@ -202,7 +202,7 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
         signalled = False
         while process.poll() is None:
             time.sleep(0.2)
-            progress.read(os.path.join(folder, "metrics.jsonl"))
+            progress.read(rows_path)
             if signalled:
                 continue
             if _interrupted:
@@ -230,12 +230,11 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
         code = STOPPED  # (our SIGTERM landed as train was exiting, past its handler: its rows are written)
     if code not in (0, STOPPED, 2) or why == "stopped":
         return "stopped" if why == "stopped" else f"failed (exit {code}, log: {log.name})"
-    progress.read(os.path.join(folder, "metrics.jsonl"))
+    progress.read(rows_path)
     from isaac_ppo.report.clock import machine
 
     record = {"arm": arm, "seed": seed, "overrides": overrides + [f"seed={seed}"], "ended_by": why, "machine": machine(),
-              "clock_s": round(progress.elapsed, 3), "env_steps": (read_rows(os.path.join(folder, "metrics.jsonl"))
-                                                                   or [{}])[-1].get("env_steps")}
+              "clock_s": round(progress.elapsed, 3), "env_steps": (read_rows(rows_path) or [{}])[-1].get("env_steps")}
     if said is not None:
         record["message"] = said
     with open(os.path.join(folder, DONE + ".tmp"), "w") as f:

@@ -44,8 +44,9 @@ def bootstrap_median_ci(values: Sequence[float], reps: int = 10000, seed: int = 
     return medians[int(0.025 * reps)], medians[int(0.975 * reps) - 1]
 
 
-def summarise_arm(folders: Sequence[str], thresholds: Sequence[float], marks_min: Sequence[float]) -> Dict[str, Any]:
-    runs = [read_rows(os.path.join(folder, "metrics.jsonl")) for folder in folders]
+def summarise_arm(runs: Sequence[Sequence[Dict[str, Any]]], thresholds: Sequence[float],
+                  marks_min: Sequence[float]) -> Dict[str, Any]:
+    """One arm's numbers from its runs' metrics rows."""
     evals = [evaluations(rows) for rows in runs]
     out: Dict[str, Any] = {"runs": len(runs)}
     for threshold in thresholds:
@@ -138,16 +139,17 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
     os.makedirs(os.path.join(out, "metrics"), exist_ok=True)
     thresholds = _thresholds(next(iter(runs.values())), study.get("thresholds"))
     marks = [float(m) for m in study.get("marks_min") or []]
-    summary = {arm: summarise_arm(folders, thresholds, marks) for arm, folders in runs.items()}
+    rows = {f: read_rows(os.path.join(f, "metrics.jsonl")) for folders in runs.values() for f in folders}  # (once)
+    summary = {arm: summarise_arm([rows[f] for f in folders], thresholds, marks) for arm, folders in runs.items()}
     written = []
     for arm, folders in runs.items():
         for folder in folders:
             path = os.path.join(out, "metrics", f"{arm}_{os.path.basename(folder)}.jsonl")
-            rows = read_rows(os.path.join(folder, "metrics.jsonl"))
-            stride = max(1, -(-len(rows) // MAX_PLAIN_ROWS))
+            mine = rows[folder]
+            stride = max(1, -(-len(mine) // MAX_PLAIN_ROWS))
             with open(path, "w") as f:
-                for i, row in enumerate(rows):  # every evaluation and diagnostics row; other rows at a stride
-                    if i % stride == 0 or "eval" in row or "diagnostics" in row or i == len(rows) - 1:
+                for i, row in enumerate(mine):  # every evaluation and diagnostics row; other rows at a stride
+                    if i % stride == 0 or "eval" in row or "diagnostics" in row or i == len(mine) - 1:
                         f.write(json.dumps({k: row[k] for k in KEPT if k in row}) + "\n")
             written.append(path)
     result = {"study": study["name"], "definition": study["source"], "machines": list(machines), "thresholds": thresholds,
@@ -162,7 +164,7 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
             f.write("Runs that ended early:\n" + "".join(f"- {line}\n" for line in ended_otherwise) + "\n")
         f.write(markdown(summary, thresholds, marks) + "\n" + commands(study))
     print(markdown(summary, thresholds, marks))
-    return [os.path.join(out, "study.json"), os.path.join(out, "study.md")] + plot(runs, thresholds, out) + written
+    return [os.path.join(out, "study.json"), os.path.join(out, "study.md")] + plot(runs, rows, thresholds, out) + written
 
 
 def markdown(summary: Dict[str, Dict[str, Any]], thresholds: Sequence[float], marks: Sequence[float]) -> str:
@@ -190,7 +192,8 @@ def _s(value: Optional[float]) -> str:
     return "not reached" if value is None else f"{value:g}"
 
 
-def plot(runs: Dict[str, List[str]], thresholds: Sequence[float], out: str) -> List[str]:
+def plot(runs: Dict[str, List[str]], rows: Dict[str, List[Dict[str, Any]]], thresholds: Sequence[float],
+         out: str) -> List[str]:
     """eval_vs_seconds.png and eval_vs_env_steps.png: every seed thin, the arm's median bold."""
     import matplotlib
 
@@ -198,7 +201,6 @@ def plot(runs: Dict[str, List[str]], thresholds: Sequence[float], out: str) -> L
     import matplotlib.pyplot as plt
 
     paths = []
-    rows = {f: read_rows(os.path.join(f, "metrics.jsonl")) for folders in runs.values() for f in folders}
     points_of = {f: evaluations(rows[f]) for f in rows}
     if not any(points_of.values()):
         return paths  # (no run evaluated: nothing to draw)
