@@ -7,11 +7,16 @@ usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OV
 STUDY is cfg/study/<name>.yaml (or a path to such a file): `common` overrides for every run, `arms` (a name each,
 with its overrides), `seeds`, and optionally `stop` (`minutes`: stop a run when its clock, evaluation included,
 passes them; `at_return`: stop it at its first evaluation return at or over the value) and, for the report,
-`thresholds` (default: the task's solve_thresholds) and `marks_min` (the evaluation return at these minutes).
+`thresholds` (default: the task's solve_thresholds) and `marks_min` (the evaluation return at these minutes), and
+`archive` (a folder, relative to the current directory: each finished run's small files are copied there, so that a
+study run over several machines or sessions can be carried in git; see below).
 
 `run` trains every (seed, arm), seeds outermost (so a cut study has every arm on its first seeds), each in its own
 folder <runs_dir>/study/<name>/runs/<arm>/seed_<s> (hydra.run.dir), logging to .../logs/<arm>_seed_<s>.log.
 A run that ended (its budget used, or the study's stop rule met) gets study_done.json and is skipped next time.
+With `archive`, a finished run's folder is also copied to <archive>/<arm>/seed_<s> without its checkpoints,
+TensorBoard files and videos (its rows, summary, config and study_done.json: what the report reads); a run found
+there is done on any machine that has the archive, and the report reads it from there.
 Resumable: relaunched after a kill or a time limit, the same command continues each cut run in place from its
 last.pt (isaac-ppo-train's own rule: a run folder holding a run of the same config continues it; save_interval
 sets how much is redone) and skips the finished ones. SIGTERM or Ctrl-C stops the running run (it saves) and
@@ -100,6 +105,9 @@ def load_study(name: str) -> Dict[str, Any]:
     study["stop"] = stop
     study.setdefault("marks_min", [])
     study.setdefault("thresholds", None)
+    archive = study.setdefault("archive", None)
+    if archive is not None and not (isinstance(archive, str) and archive.strip()):
+        raise UserError(f"{where}: archive must be a folder (relative to the current directory)")
     _check_comparisons(study, where)
     return study
 
@@ -133,6 +141,33 @@ def study_root(runs_dir: str, study: Dict[str, Any]) -> str:
 
 def run_folder(root: str, arm: str, seed: int) -> str:
     return os.path.join(root, "runs", arm, f"seed_{seed}")
+
+
+# what a finished run keeps in the archive: everything but these (checkpoints, TensorBoard, videos: large, and
+# nothing the report reads)
+NOT_ARCHIVED = shutil.ignore_patterns("checkpoints", "tb", "videos", "*.pt", "*.mp4", "*.tmp")
+
+
+def archived_folder(study: Dict[str, Any], arm: str, seed: int) -> Optional[str]:
+    return os.path.abspath(os.path.join(study["archive"], arm, f"seed_{seed}")) if study["archive"] else None
+
+
+def finished_folder(root: str, study: Dict[str, Any], arm: str, seed: int) -> Optional[str]:
+    """Where the finished run (arm, seed) is read from: its run folder, else the archive; None if unfinished."""
+    for folder in (run_folder(root, arm, seed), archived_folder(study, arm, seed)):
+        if folder and os.path.isfile(os.path.join(folder, DONE)):
+            return folder
+    return None
+
+
+def archive_run(folder: str, target: str) -> None:
+    """Copy a finished run's small files to `target`, replacing an older copy whole (copied aside, then renamed)."""
+    staging = target + ".tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(folder, staging, ignore=NOT_ARCHIVED)
+    if os.path.isdir(target):
+        shutil.rmtree(target)
+    os.replace(staging, target)
 
 
 def parse_args(argv: List[str]) -> Dict[str, Any]:
@@ -247,8 +282,14 @@ def run_study(study: Dict[str, Any], runs_dir: str, extra: List[str]) -> int:
     root = study_root(runs_dir, study)
     os.makedirs(root, exist_ok=True)
     pairs = [(arm, seed) for seed in study["seeds"] for arm in study["arms"]]
-    done = [p for p in pairs if os.path.isfile(os.path.join(run_folder(root, *p), DONE))]
-    print(f"[study] {study['name']} ({study['path']}): {len(done)}/{len(pairs)} runs done; folder {root}", flush=True)
+    done = [p for p in pairs if finished_folder(root, study, *p)]
+    for pair in done:  # (finished before the archive was set, or before its copy was made)
+        target = archived_folder(study, *pair)
+        if target and not os.path.isfile(os.path.join(target, DONE)):
+            archive_run(run_folder(root, *pair), target)
+    where = f"; archive {os.path.abspath(study['archive'])}" if study["archive"] else ""
+    print(f"[study] {study['name']} ({study['path']}): {len(done)}/{len(pairs)} runs done; folder {root}{where}",
+          flush=True)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_stop_signal)
     failed = []
@@ -258,6 +299,9 @@ def run_study(study: Dict[str, Any], runs_dir: str, extra: List[str]) -> int:
         if (arm, seed) in done:
             continue
         ended = run_one(root, study, arm, seed, extra)
+        target = archived_folder(study, arm, seed)
+        if target and os.path.isfile(os.path.join(run_folder(root, arm, seed), DONE)):
+            archive_run(run_folder(root, arm, seed), target)
         print(f"[study] {arm} seed {seed}: {ended}", flush=True)
         if ended.startswith("failed"):
             failed.append(f"{arm} seed {seed}")
@@ -281,8 +325,8 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     records: Dict[str, Dict[str, Any]] = {}  # run folder -> its study_done.json
     for arm in study["arms"]:
         for seed in study["seeds"]:
-            folder = run_folder(root, arm, seed)
-            if os.path.isfile(os.path.join(folder, DONE)):
+            folder = finished_folder(root, study, arm, seed)
+            if folder:
                 with open(os.path.join(folder, DONE)) as f:
                     records[folder] = json.load(f)
                 runs.setdefault(arm, []).append(folder)
@@ -331,9 +375,11 @@ def print_placebo(study: Dict[str, Any], args: Dict[str, Any]) -> int:
                         "an integer") from None
     if args.get("arm") not in study["arms"]:
         raise UserError(f"placebo needs arm=, one of the study's: {', '.join(study['arms'])}")
-    folder = run_folder(study_root(args["runs_dir"], study), args["arm"], seed)
-    if not os.path.isfile(os.path.join(folder, DONE)):
-        raise UserError(f"{folder} holds no finished run: isaac-ppo-study run {study['path']} first")
+    root = study_root(args["runs_dir"], study)
+    folder = finished_folder(root, study, args["arm"], seed)
+    if folder is None:
+        raise UserError(f"{run_folder(root, args['arm'], seed)} holds no finished run: isaac-ppo-study run "
+                        f"{study['path']} first")
     pool = None  # the run's env pool, when its config set one
     if os.path.isfile(os.path.join(folder, "config.yaml")):
         with open(os.path.join(folder, "config.yaml")) as f:

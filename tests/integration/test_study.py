@@ -177,3 +177,44 @@ def test_a_run_that_stops_itself_is_an_outcome_but_a_refused_one_stops_the_study
     refused = study(tmp_path, "run", str(definition))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "healthy seed 1: isaac-ppo-train said:" in refused.stderr and "no_such_key" in refused.stderr
+
+
+def test_an_archived_study_is_done_on_a_fresh_machine_and_reports_from_its_archive(tmp_path):
+    """archive: each finished run's small files are copied out of runs_dir (a study carried in git across
+    sessions whose runs_dir is lost): on a machine with only the archive, `run` starts nothing and `report` reads it."""
+    definition = tmp_path / "kept.yaml"
+    archive = tmp_path / "archive"
+    definition.write_text(
+        "common: [task=Cartpole, sim=mujoco, diagnostics=off, num_envs=32, agent.minibatch_size=256, "
+        "max_iterations=2, eval.interval=256, eval.num_envs=8, save_interval=1]\n"
+        "arms: {small: []}\n"
+        f"seeds: [0, 1]\narchive: {archive}\n")
+    first = subprocess.run([SCRIPT, "run", str(definition), "seeds=0", f"runs_dir={tmp_path / 'a'}"],
+                           capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stdout + first.stderr
+    kept = archive / "small" / "seed_0"
+    run = tmp_path / "a" / "study" / "kept" / "runs" / "small" / "seed_0"
+    assert (run / "checkpoints" / "last.pt").is_file() and (run / "tb").is_dir()
+    assert sorted(p.name for p in kept.iterdir()) == [".hydra", "config.yaml", "metrics.json", "metrics.jsonl",
+                                                        "study_done.json", "train.log"]
+    assert (kept / "metrics.jsonl").read_text() == (run / "metrics.jsonl").read_text()
+
+    # another machine: a new runs_dir, the archive alone
+    again = subprocess.run([SCRIPT, "run", str(definition), f"runs_dir={tmp_path / 'b'}"], capture_output=True,
+                           text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1/2 runs done" in again.stdout and "small seed 0: starting" not in again.stdout
+    assert "small seed 1: starting" in again.stdout and (archive / "small" / "seed_1" / "study_done.json").is_file()
+    report = subprocess.run([SCRIPT, "report", str(definition), f"runs_dir={tmp_path / 'c'}"], capture_output=True,
+                            text=True, timeout=120)
+    assert report.returncode == 0, report.stdout + report.stderr
+    summary = json.loads((tmp_path / "c" / "study" / "kept" / "report" / "study.json").read_text())
+    assert summary["arms"]["small"]["runs"] == 2
+    assert "2/2" in (tmp_path / "c" / "study" / "kept" / "report" / "report.md").read_text()
+
+
+def test_an_archive_that_is_not_a_folder_name_is_refused(tmp_path):
+    definition = tmp_path / "bad.yaml"
+    definition.write_text("common: [task=Cartpole]\narms: {a: []}\nseeds: [0]\narchive: [1, 2]\n")
+    result = study(tmp_path, "run", str(definition), timeout=60)
+    assert result.returncode == 2 and "archive must be a folder" in result.stderr and "Traceback" not in result.stderr
