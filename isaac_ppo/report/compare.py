@@ -12,7 +12,8 @@ else that many random ones). The verdict: "supported" when the CI excludes 0 on 
 
 Prediction: Spearman's rank correlation between a diagnostic's value at a fraction of the budget (the last
 measurement at or before it) and the run's final evaluation return, over every run of the listed arms, with a
-permutation p-value.
+permutation p-value. `adaptive_stress` is the adaptive scheduler's own signal: the share of the run's iterations up
+to that fraction at which its rule, replayed on the run's rows, would have moved to more envs (report/audit.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from isaac_ppo.report.audit import ADAPTIVE_STRESS, stress_share
 from isaac_ppo.report.clock import evaluations
 from isaac_ppo.watch import read_rows
 
@@ -147,6 +149,16 @@ def _ranks(values: Sequence[float]) -> np.ndarray:
     return ranks
 
 
+def signal_at(rows: Sequence[Dict[str, Any]], name: str, cut: float) -> Optional[float]:
+    """A diagnostic's last measurement at or before `cut` env steps; for adaptive_stress, the adaptive scheduler's
+    rule replayed on the rows up to it (isaac_ppo.report.audit)."""
+    if name == ADAPTIVE_STRESS:
+        return stress_share(rows, cut)
+    seen = [row["diagnostics"][name] for row in rows if row.get("env_steps", 0) <= cut
+            and isinstance(row.get("diagnostics"), dict) and isinstance(row["diagnostics"].get(name), (int, float))]
+    return float(seen[-1]) if seen else None
+
+
 def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000, seed: int = 0) -> List[Dict[str, Any]]:
     """Spearman between each diagnostic at `at_fraction` of the run and its final return, over `arms`."""
     folders = [f for arm in spec.get("arms", list(runs)) for f in runs.get(arm, [])]
@@ -157,11 +169,9 @@ def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000,
     for name in spec.get("diagnostics", []):
         xs, ys = [], []
         for rows, final in runs:
-            cut = fraction * rows[-1].get("env_steps", 0)
-            seen = [row["diagnostics"][name] for row in rows if row.get("env_steps", 0) <= cut
-                    and isinstance(row.get("diagnostics"), dict) and isinstance(row["diagnostics"].get(name), (int, float))]
-            if seen:
-                xs.append(float(seen[-1]))
+            value = signal_at(rows, name, fraction * rows[-1].get("env_steps", 0))
+            if value is not None:
+                xs.append(value)
                 ys.append(final)
         rho = spearman(xs, ys) if len(xs) >= 3 else float("nan")
         rng = np.random.default_rng(seed)

@@ -173,7 +173,7 @@ class AdaptiveScheduler(Scheduler):
                 self._ref[name] = self._ema[name]
         if k - self._last_move < self.min_dwell:
             return
-        stress = self._stress()
+        stress = self.stress()
         if stress:
             if self._rung + 1 < len(self.ladder):
                 self._move(k, +1, stress)
@@ -191,8 +191,9 @@ class AdaptiveScheduler(Scheduler):
     def _ready(self, name: str) -> bool:
         return self._count[name] >= self.warmup
 
-    def _stress(self) -> List[str]:
-        """The reasons to move up, one per stressed signal; empty when none is."""
+    def stress(self) -> List[str]:
+        """The reasons to move up, one per stressed signal; empty when none is. Public for the audit that replays
+        this rule on a fixed run's rows (isaac_ppo.report.audit)."""
         reasons = []
         ema, ref = self._ema, self._ref
         if self._ready("feature_rank") and ema["feature_rank"] < (1.0 - self.rank_drop) * ref["feature_rank"]:

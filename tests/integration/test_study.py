@@ -118,7 +118,7 @@ def test_a_study_runs_is_stopped_and_killed_resumes_in_place_and_reports(tmp_pat
     assert all(ranks) and rank["mean_b"] == pytest.approx(sum(sum(r) / len(r) for r in ranks) / 2)
     for c in compared["comparisons"]:
         assert c["verdict"] in ("supported", "contradicted", "inconclusive at this budget")
-    assert [p["diagnostic"] for p in compared["predictions"]] == ["feature_rank", "dormant_fraction"]
+    assert [p["diagnostic"] for p in compared["predictions"]] == ["feature_rank", "dormant_fraction", "adaptive_stress"]
     assert all(p["runs"] == 4 for p in compared["predictions"])
     table = (out / "compare.md").read_text()
     assert "| toy | envs64_rollout8 vs envs32_rollout16 | final | a > b |" in table

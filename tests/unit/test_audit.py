@@ -1,0 +1,69 @@
+"""The adaptive scheduler's rule replayed on a fixed run's rows (isaac_ppo/report/audit.py): it flags stress exactly
+where the live scheduler would have moved, and the study's predict ranks runs by it."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from isaac_ppo.report.audit import ADAPTIVE_STRESS, stress_share
+from isaac_ppo.report.compare import predict
+from isaac_ppo.scheduler.adaptive import AdaptiveScheduler
+from isaac_ppo.scheduler.plan import Plan
+
+B = 65536
+
+
+def _rows(n=60, rank=lambda k: 40.0, kl=lambda k: 0.01, every=4, num_envs=1024):
+    """A fixed run's rows: KL every iteration, diagnostics every `every` iterations (as diagnostics.interval)."""
+    rows = []
+    for k in range(n):
+        row = {"iteration": k, "env_steps": (k + 1) * B, "num_envs": num_envs, "rollout_length": B // num_envs,
+               "epochs": 4, "minibatch_size": B // 2, "kl": kl(k)}
+        if k % every == 0:
+            row["diagnostics"] = {"feature_rank": rank(k), "dormant_fraction": 0.1, "ess": 0.9}
+        rows.append(row)
+    return rows
+
+
+def test_steady_diagnostics_are_never_stress():
+    assert stress_share(_rows(), cut_env_steps=math.inf) == 0.0
+
+
+def test_the_replay_flags_stress_where_the_live_scheduler_first_moves():
+    rows = _rows(rank=lambda k: 40.0 if k < 24 else 20.0)  # feature rank halves at iteration 24
+    live = AdaptiveScheduler(Plan(1024, 64, 4, B // 2), min_num_envs=1024, max_num_envs=2048, min_dwell=0)
+    first_move = None
+    for row in rows:
+        live.observe(row["iteration"], row, row.get("diagnostics", {}))
+        if first_move is None and live.num_envs == 2048:
+            first_move = row["iteration"]
+    assert first_move == 24
+    shares = [stress_share(rows, cut_env_steps=(k + 1) * B) for k in range(len(rows))]
+    assert shares[23] == 0.0 and shares[24] == pytest.approx(1 / 25)  # first stressed at 24, the same iteration
+    # from then on the replay stays stressed (its reference is not re-taken: it never moves)
+    assert shares[-1] == pytest.approx((60 - 24) / 60)
+
+
+def test_a_high_kl_alone_is_stress_after_the_warmup():
+    share = stress_share(_rows(n=10, kl=lambda k: 0.2), cut_env_steps=math.inf)
+    assert share == pytest.approx(8 / 10)  # the KL's EMA counts from its third observation (warmup 3)
+    assert stress_share(_rows(n=10, kl=lambda k: 0.2), cut_env_steps=B / 2) is None  # no row that early
+
+
+def test_predict_ranks_runs_by_the_stress_share(tmp_path):
+    """Three runs: the more of its first 30% a run spends under stress, the lower its final return."""
+    folders = []
+    for i, (drop_at, final) in enumerate(((6, 1000.0), (20, 2000.0), (100, 3000.0))):
+        folder = tmp_path / f"run{i}"
+        folder.mkdir()
+        rows = _rows(n=100, rank=lambda k, d=drop_at: 40.0 if k < d else 20.0)
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / "metrics.json").write_text(json.dumps({"final_eval": {"return_mean": final}}))
+        folders.append(str(folder))
+    out = predict({"arm": folders}, {"diagnostics": [ADAPTIVE_STRESS, "feature_rank"], "at_fraction": 0.3}, reps=200)
+    stress, rank = out
+    assert stress["diagnostic"] == ADAPTIVE_STRESS and stress["runs"] == 3
+    assert stress["spearman"] == pytest.approx(-1.0)
+    assert rank["spearman"] == pytest.approx(math.sqrt(3) / 2)  # at 30% the ranks are 20, 20, 40: a tie
