@@ -4,6 +4,7 @@ overrides, with the study's common ones and a seed, compose into a config that i
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -28,3 +29,17 @@ def test_a_shipped_study_loads_and_every_arm_composes(name, monkeypatch):
         assert cfg.seed == study["seeds"][0], arm
         probe = cfg.diagnostics.probe_set
         assert not probe or os.path.isfile(probe), f"{name}.{arm}: diagnostics.probe_set={probe} is not in the checkout"
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_a_shipped_study_s_archive_is_carried_by_git(name):
+    """An archive git ignores keeps nothing from one machine to the next (paper_ant's `.../runs/` was, under a
+    `runs/` pattern meant for the checkout's own runs folder)."""
+    archive = load_study(name)["archive"]
+    if not archive:
+        pytest.skip(f"{name} keeps no archive")
+    if not os.path.isdir(os.path.join(ROOT, ".git")):
+        pytest.skip("not a git checkout")
+    probe = os.path.join(archive, "some_arm", "seed_0", "metrics.jsonl")
+    ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", probe], cwd=ROOT)
+    assert ignored.returncode == 1, f"{name}: git ignores its archive {archive}: fix .gitignore"
