@@ -172,7 +172,7 @@ def markdown(summary: Dict[str, Dict[str, Any]], thresholds: Sequence[float], ma
     for t in thresholds:
         headers += [f"to {t:g}: reached", f"to {t:g}: median s (95% CI)"]
     headers += [f"eval at {m:g} min (median)" for m in marks] + ["collect / update / eval / rest", "env steps/s",
-                                                                  "diverged / M steps"]
+                                                                  "diverged / M steps", "clock per run, s (median)"]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for arm, s in summary.items():
         cells = [arm, str(s["runs"])]
@@ -183,7 +183,8 @@ def markdown(summary: Dict[str, Dict[str, Any]], thresholds: Sequence[float], ma
         cells += [_s(s[f"eval_at_{m:g}min_median"]) for m in marks]
         shares = s["time_shares"]
         cells += [" / ".join(f"{100 * shares[k]:.0f}%" for k in ("collect", "update", "evaluation", "rest")),
-                  f"{s['env_steps_per_s']:,}", f"{s['diverged_per_million']:g}"]
+                  f"{s['env_steps_per_s']:,}", f"{s['diverged_per_million']:g}",
+                  f"{statistics.median(s['clock_s']):g}" if s["clock_s"] else ""]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

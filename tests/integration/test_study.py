@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -98,7 +99,11 @@ def test_a_study_runs_is_stopped_and_killed_resumes_in_place_and_reports(tmp_pat
         assert evals == own and len(own) == 2  # the copies hold the runs' own numbers
     for figure in ("eval_vs_seconds.png", "eval_vs_env_steps.png"):
         assert (out / figure).stat().st_size > 10_000
-    assert "| envs64_rollout8 | 2 |" in (out / "study.md").read_text()
+    study_md = (out / "study.md").read_text()
+    assert "| envs64_rollout8 | 2 |" in study_md and "| clock per run, s (median) |" in study_md
+    clock = statistics.median(summary["arms"]["envs64_rollout8"]["clock_s"])
+    assert next(line for line in study_md.splitlines() if line.startswith("| envs64_rollout8 |")).endswith(
+        f"| {clock:g} |")  # the wall time a run of the arm takes, for whoever reruns it
     assert summary["machines"] and "isaac-ppo-study run cartpole_toy arms=envs32_rollout16" in (out / "study.md").read_text()
     assert (out / "report.md").is_file()  # isaac-ppo-report's table over the runs that ended on their budget
     assert "2/2" in (out / "report.md").read_text()
