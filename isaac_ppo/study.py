@@ -38,6 +38,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -272,10 +273,32 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
               "clock_s": round(progress.elapsed, 3), "env_steps": (read_rows(rows_path) or [{}])[-1].get("env_steps")}
     if said is not None:
         record["message"] = said
+    gait = gait_check(folder)
+    if gait is not None:
+        record["gait"] = gait
     with open(os.path.join(folder, DONE + ".tmp"), "w") as f:
         json.dump(record, f, indent=1)
     os.replace(os.path.join(folder, DONE + ".tmp"), os.path.join(folder, DONE))
     return why
+
+
+def gait_check(folder: str) -> Optional[Dict[str, Any]]:
+    """The gait check (isaac_ppo.gait) of a locomotion run's last checkpoint, before the archive leaves the
+    checkpoints behind: how fast the policy's torso moves, next to the return it was paid. None for other tasks."""
+    from omegaconf import OmegaConf
+
+    from isaac_ppo import gait
+
+    last = os.path.join(folder, "checkpoints", "last.pt")
+    config = os.path.join(folder, "config.yaml")
+    if not (os.path.isfile(last) and os.path.isfile(config)):
+        return None
+    task = OmegaConf.load(config).task.name
+    if task not in gait.LOCOMOTION:
+        return None
+    result = gait.check(last, task)
+    result.pop("checkpoint")
+    return result
 
 
 def run_study(study: Dict[str, Any], runs_dir: str, extra: List[str]) -> int:
@@ -340,6 +363,9 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
                        f"{r['env_steps']:,} env steps: {r.get('message', '')}"
                        for r in records.values() if r["ended_by"] == "stopped itself"]
     written = clock.write(runs, study, out, machines, ended_otherwise)
+    checked = {folder: r["gait"] for folder, r in records.items() if "gait" in r}
+    if checked:
+        written.append(write_gait_table(records, checked, out))
     if study["compare"] or study["predict"]:
         from isaac_ppo.report import compare
 
@@ -361,6 +387,29 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
         written += run_report(report_args(budget_runs + ["--out", out]))
     print("[study] wrote:\n  " + "\n  ".join(written), flush=True)
     return 0
+
+
+GAIT_FLAG = 1.5  # a run whose median torso speed is past this multiple of the study's median run is flagged
+
+
+def write_gait_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str, Any]], out: str) -> str:
+    """gait.md: every checked run's torso speed (its last policy replayed), the runs past GAIT_FLAG x the median
+    flagged: a return far above its peers' that a far faster torso earned is the simulator's, not a gait's."""
+    median = statistics.median(g["torso_speed_p50_p90_p99"][0] for g in checked.values())
+    lines = [f"# Gait check: each run's last policy replayed ({next(iter(checked.values()))['envs']} envs x "
+             f"{next(iter(checked.values()))['steps']} steps, isaac_ppo/gait.py)\n",
+             f"Median torso speed over runs: {median:.2f} m/s; flagged: a run past {GAIT_FLAG:g}x that.\n",
+             "| arm | seed | torso speed p50 / p90 / p99, m/s | max | reward a step (median) | diverged | flag |",
+             "|---|---|---|---|---|---|---|"]
+    for folder, g in sorted(checked.items(), key=lambda item: (records[item[0]]["arm"], records[item[0]]["seed"])):
+        p50, p90, p99 = g["torso_speed_p50_p90_p99"]
+        flag = "**flagged**" if p50 > GAIT_FLAG * median else ""
+        lines.append(f"| {records[folder]['arm']} | {records[folder]['seed']} | {p50:.2f} / {p90:.2f} / {p99:.2f} | "
+                     f"{g['torso_speed_max']:.1f} | {g['reward_per_step_median']:.2f} | {g['diverged']} | {flag} |")
+    path = os.path.join(out, "gait.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
 
 
 def print_placebo(study: Dict[str, Any], args: Dict[str, Any]) -> int:

@@ -9,7 +9,9 @@ when issue 17 renamed the training statistics (mean_return and mean_length, each
 gave way to the window_* and batch_* keys): every value the old and new files share was unchanged to 1e-4;
 and again when gradient kurtosis became the mean over the update's optimizer steps (it was the first step's):
 the grad_kurtosis_* values alone changed (and std_ratio_min was added); and again when rows gained the
-reward terms of their episodes (reward_terms.*, added; nothing else changed).
+reward terms of their episodes (reward_terms.*, added; nothing else changed); and again when the Ant port
+moved to MuJoCo's implicit integrator (issue 21: a policy had learned to exploit the Euler integrator's error):
+the physics changed, so every value did (the file, written on an AVX512 CPU, matched the old code to 1e-4 first).
 
 Every logged value but wall-clock timings is compared: returns, lengths, losses, KL, lr, plans, diagnostics.
 On a CPU whose torch kernels are the ones the file was written with (torch's cpu capability, e.g. AVX512) the

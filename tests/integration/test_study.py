@@ -223,3 +223,24 @@ def test_an_archive_that_is_not_a_folder_name_is_refused(tmp_path):
     definition.write_text("common: [task=Cartpole]\narms: {a: []}\nseeds: [0]\narchive: [1, 2]\n")
     result = study(tmp_path, "run", str(definition), timeout=60)
     assert result.returncode == 2 and "archive must be a folder" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_locomotion_run_gets_the_gait_check_before_its_checkpoints_are_left_behind(tmp_path):
+    """A finished Ant run's study_done.json carries its last policy's gait check (the archive keeps no checkpoint
+    to check later), and the report lists it in gait.md."""
+    definition = tmp_path / "walk.yaml"
+    definition.write_text(
+        "common: [task=Ant, sim=mujoco, diagnostics=off, num_envs=64, agent.horizon=16, agent.minibatch_size=512, "
+        "max_iterations=1, eval.interval=0, save_interval=1]\n"
+        "arms: {tiny: []}\nseeds: [0]\n")
+    result = study(tmp_path, "run", str(definition))
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = json.loads((tmp_path / "study" / "walk" / "runs" / "tiny" / "seed_0" / "study_done.json").read_text())
+    gait = record["gait"]
+    assert gait["task"] == "Ant" and gait["envs"] == 64 and gait["steps"] == 1000
+    p50, p90, p99 = gait["torso_speed_p50_p90_p99"]
+    assert 0 < p50 <= p90 <= p99 <= gait["torso_speed_max"] < 20  # (one iteration: an untrained policy)
+    report = study(tmp_path, "report", str(definition))
+    assert report.returncode == 0, report.stderr
+    table = (tmp_path / "study" / "walk" / "report" / "gait.md").read_text()
+    assert f"| tiny | 0 | {p50:.2f} / {p90:.2f} / {p99:.2f} |" in table

@@ -1,0 +1,65 @@
+"""Is a trained locomotion policy moving, or exploiting the simulator? Replays a checkpoint's deterministic policy
+and measures the torso's speed: the observation's local linear velocity (Ant's and Humanoid's observations 1-3,
+IsaacGymEnvs' order), the quantity their progress reward pays for a step.
+
+A walking Ant of the MuJoCo port moves at ~7 m/s (its reward ~8 a step). Issue 21's study found a policy at a
+median 43 m/s: it had learned to exploit the Euler integrator's error, and its return (25,762) measured that, not a
+gait. The port now integrates implicitly (tasks/assets/ant.xml), and every study run of a locomotion task gets this
+check on its last checkpoint (isaac-ppo-study writes it into study_done.json and the report lists it), so a return
+that runs away from the gait behind it is seen. benchmarks/gait_check.py runs it on any checkpoint.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional
+
+import torch
+
+LOCOMOTION = ("Ant", "Humanoid")  # tasks whose observations 1-3 are the torso's local linear velocity
+TORSO_VELOCITY = slice(1, 4)
+
+
+def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed: int = 0) -> Dict[str, Any]:
+    """Replay checkpoint path (its run's config.yaml beside checkpoints/ when there is one, else the defaults) on
+    envs MuJoCo envs for steps control steps: torso speed quantiles, median reward a step, diverged simulations."""
+    from omegaconf import OmegaConf
+
+    from isaac_ppo.build import build_model
+    from isaac_ppo.envs.make import make
+    from isaac_ppo.evaluate import mean_action
+    from isaac_ppo.io import checkpoint
+    from isaac_ppo.train import compose_config
+
+    if task not in LOCOMOTION:
+        raise ValueError(f"gait check: {task} is not one of {', '.join(LOCOMOTION)}")
+    saved = _run_config(path)
+    if saved:
+        cfg = OmegaConf.load(saved)
+    else:
+        cfg = compose_config([f"task={task}", "sim=mujoco", "test=true", f"checkpoint={path}"])
+    env = make(task, envs, sim="mujoco", seed=seed, task_cfg=OmegaConf.to_container(cfg.task, resolve=True))
+    model = build_model(cfg, env, torch.device("cpu"))
+    checkpoint.load_model(model, checkpoint.load(path, torch.device("cpu")), path)
+    model.eval()
+    policy = mean_action(model)
+    obs = env.reset()["obs"]
+    speeds, rewards, diverged = [], [], 0
+    with torch.no_grad():
+        for _ in range(steps):
+            out, reward, _, extras = env.step(policy(obs))
+            obs = out["obs"]
+            speeds.append(obs[:, TORSO_VELOCITY].norm(dim=1))
+            rewards.append(reward)
+            diverged += int(extras.get("diverged", 0))
+    speed = torch.stack(speeds).flatten()
+    quantiles = torch.quantile(speed, torch.tensor([0.5, 0.9, 0.99]))
+    return {"checkpoint": path, "task": task, "envs": envs, "steps": steps,
+            "torso_speed_p50_p90_p99": [round(float(q), 2) for q in quantiles],
+            "torso_speed_max": round(float(speed.max()), 1),
+            "reward_per_step_median": round(float(torch.stack(rewards).median()), 2), "diverged": diverged}
+
+
+def _run_config(path: str) -> Optional[str]:
+    """<run>/config.yaml for <run>/checkpoints/<name>.pt, when it is there."""
+    candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "config.yaml")
+    return candidate if os.path.isfile(candidate) else None
