@@ -362,7 +362,8 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     ended_otherwise = [f"{r['arm']} seed {r['seed']}: stopped itself after {r['clock_s'] / 60:.1f} min of its clock, "
                        f"{r['env_steps']:,} env steps: {r.get('message', '')}"
                        for r in records.values() if r["ended_by"] == "stopped itself"]
-    written = clock.write(runs, study, out, machines, ended_otherwise)
+    machine_of = {folder: record.get("machine") for folder, record in records.items()}
+    written = clock.write(runs, study, out, machines, ended_otherwise, machine_of)
     checked = {folder: r["gait"] for folder, r in records.items() if "gait" in r}
     if checked:
         written.append(write_gait_table(records, checked, out))

@@ -121,6 +121,13 @@ def machine() -> Dict[str, Any]:
     return info
 
 
+def machine_label(info: Optional[Dict[str, Any]]) -> str:
+    """A machine kind as the clock sees it: CPU model, vector extensions, cores (what sets seconds per step)."""
+    if not info:
+        return "(not recorded)"
+    return f"{info.get('cpu') or '?'}, {'+'.join(info.get('vector') or []) or 'no AVX2'}, {info.get('cores', '?')} cores"
+
+
 def commands(study: Dict[str, Any]) -> str:
     """How to rerun one arm: through the study, or as the plain isaac-ppo-train command of one seed."""
     lines = ["| arm | rerun it in the study | one seed by hand |", "|---|---|---|"]
@@ -131,16 +138,25 @@ def commands(study: Dict[str, Any]) -> str:
 
 
 def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines: Sequence[Dict[str, Any]] = (),
-          ended_otherwise: Sequence[str] = ()) -> List[str]:
+          ended_otherwise: Sequence[str] = (), machine_of: Optional[Dict[str, Dict[str, Any]]] = None) -> List[str]:
     """study.json, study.md, the two figures and metrics/<arm>_seed_<s>.jsonl (thinned: MAX_PLAIN_ROWS) under
     out; the paths written.
     machines: the distinct machines the runs ran on (as machine() described each); ended_otherwise: a line for
-    each run that ended before its budget or the study's stop rule (it stopped itself)."""
+    each run that ended before its budget or the study's stop rule (it stopped itself); machine_of: run folder ->
+    its machine. When the runs ran on more than one machine kind (machine_label), the seconds in the main table
+    pool them, so study.md adds the table once per kind over that kind's runs: seconds compare only there."""
     os.makedirs(os.path.join(out, "metrics"), exist_ok=True)
     thresholds = _thresholds(next(iter(runs.values())), study.get("thresholds"))
     marks = [float(m) for m in study.get("marks_min") or []]
     rows = {f: read_rows(os.path.join(f, "metrics.jsonl")) for folders in runs.values() for f in folders}  # (once)
     summary = {arm: summarise_arm([rows[f] for f in folders], thresholds, marks) for arm, folders in runs.items()}
+    kinds: Dict[str, Dict[str, List[str]]] = {}  # machine kind -> arm -> its runs there
+    for arm, folders in runs.items():
+        for folder in folders:
+            kinds.setdefault(machine_label((machine_of or {}).get(folder)), {}).setdefault(arm, []).append(folder)
+    per_kind = {kind: {arm: summarise_arm([rows[f] for f in folders], thresholds, marks)
+                       for arm, folders in arms.items()}
+                for kind, arms in sorted(kinds.items())} if len(kinds) > 1 else {}
     written = []
     for arm, folders in runs.items():
         for folder in folders:
@@ -154,7 +170,8 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
             written.append(path)
     result = {"study": study["name"], "definition": study["source"], "machines": list(machines), "thresholds": thresholds,
               "marks_min": marks, "ended_otherwise": list(ended_otherwise),
-              "arms": {arm: {"overrides": study["arms"][arm], **values} for arm, values in summary.items()}}
+              "arms": {arm: {"overrides": study["arms"][arm], **values} for arm, values in summary.items()},
+              "by_machine": per_kind}
     with open(os.path.join(out, "study.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(out, "study.md"), "w") as f:
@@ -162,7 +179,13 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
         f.write(f"# Study {study['name']} ({study['source']})\n\nThe runs ran on:\n{ran_on}\n\n")
         if ended_otherwise:  # (their thresholds not reached count as such; a mark past their end has no value)
             f.write("Runs that ended early:\n" + "".join(f"- {line}\n" for line in ended_otherwise) + "\n")
-        f.write(markdown(summary, thresholds, marks) + "\n" + commands(study))
+        if per_kind:
+            f.write(f"The runs ran on {len(per_kind)} machine kinds: the seconds below pool them (compare seconds "
+                    f"between arms in the per-machine tables after it); returns at env steps pool across kinds.\n\n")
+        f.write(markdown(summary, thresholds, marks) + "\n")
+        for kind, kind_summary in per_kind.items():
+            f.write(f"On {kind} only:\n\n" + markdown(kind_summary, thresholds, marks) + "\n")
+        f.write(commands(study))
     print(markdown(summary, thresholds, marks))
     return [os.path.join(out, "study.json"), os.path.join(out, "study.md")] + plot(runs, rows, thresholds, out) + written
 
