@@ -375,12 +375,16 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
         with open(os.path.join(out, "compare.json"), "w") as f:
             json.dump({"comparisons": comparisons, "predictions": predictions}, f, indent=1)
         text = compare.markdown(comparisons, predictions)
+        figure = compare.plot(comparisons, os.path.join(out, "compare.png"))
+        if figure:
+            text = ("![each comparison's difference with its 95% CI, positive as the claim says](compare.png)\n\n"
+                    + text)
         if study["claims"]:
             text = compare.claims_table(study["claims"], comparisons) + "\n" + text
         with open(os.path.join(out, "compare.md"), "w") as f:
             f.write(text)
         print(text)
-        written += [os.path.join(out, "compare.json"), os.path.join(out, "compare.md")]
+        written += [os.path.join(out, "compare.json"), os.path.join(out, "compare.md")] + ([figure] if figure else [])
     budget_runs = [folder for folder, record in records.items() if record["ended_by"] == "budget"]
     if budget_runs:
         from isaac_ppo.report import run_report, parse_args as report_args

@@ -185,7 +185,7 @@ def claims_table(claims: Dict[str, Any], comparisons: Sequence[Dict[str, Any]]) 
     """One line per claim of the study definition's `claims` ({id: text} or {id: {text, not_tested}}): its
     comparisons' verdicts and one verdict for the claim: supported when every comparison is, contradicted when
     any is and none supports it, mixed when both happen, else inconclusive at this budget; or not tested, with
-    the reason the definition gives."""
+    the reason the definition gives; not tested yet while none of its comparisons has two runs per arm."""
     lines = ["| claim | what it says | comparisons (verdicts) | verdict |", "|---|---|---|---|"]
     for claim_id, entry in claims.items():
         entry = entry if isinstance(entry, dict) else {"text": entry}
@@ -193,6 +193,8 @@ def claims_table(claims: Dict[str, Any], comparisons: Sequence[Dict[str, Any]]) 
         verdicts = [c["verdict"] for c in mine]
         if entry.get("not_tested") or not mine:
             overall = f"not tested in this study: {entry.get('not_tested') or 'no comparison listed'}"
+        elif all(v.startswith("not tested") for v in verdicts):  # (a study still running: too few runs yet)
+            overall = "not tested yet: too few runs"
         elif all(v == "supported" for v in verdicts):
             overall = "supported"
         elif "supported" in verdicts and "contradicted" in verdicts:
@@ -204,6 +206,47 @@ def claims_table(claims: Dict[str, Any], comparisons: Sequence[Dict[str, Any]]) 
         listed = "; ".join(f"{c['a']} vs {c['b']} on {c['metric']}: {c['verdict']}" for c in mine)
         lines.append(f"| {claim_id} | {entry.get('text', '')} | {listed} | {overall} |")
     return "\n".join(lines) + "\n"
+
+
+def toward_claim(c: Dict[str, Any]) -> Tuple[float, float, float]:
+    """A comparison's difference and CI in percent of |mean b|, signed so that positive is the claimed direction
+    (a > b for "greater", a < b for "less"): every claim reads the same way on one axis, whatever its metric."""
+    scale = abs(c["mean_b"]) or 1.0
+    sign = 1.0 if c["expect"] == "greater" else -1.0
+    low, high = sorted(sign * 100.0 * v / scale for v in c["ci95"])
+    return sign * 100.0 * c["difference"] / scale, low, high
+
+
+VERDICT_COLOURS = {"supported": "tab:green", "contradicted": "tab:red"}  # (else grey: inconclusive)
+
+
+def plot(comparisons: Sequence[Dict[str, Any]], path: str) -> Optional[str]:
+    """compare.png: each tested comparison's difference with its 95% CI, toward_claim's axis (percent of arm b,
+    positive = as the claim says), coloured by verdict; None when nothing was tested."""
+    tested = [c for c in comparisons if "difference" in c]
+    if not tested:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(9, 0.42 * len(tested) + 1.4))
+    for y, c in enumerate(reversed(tested)):
+        middle, low, high = toward_claim(c)
+        colour = VERDICT_COLOURS.get(c["verdict"], "grey")
+        axes.plot([low, high], [y, y], color=colour, linewidth=2.5)
+        axes.plot([middle], [y], "o", color=colour)
+    axes.set_yticks(range(len(tested)))
+    axes.set_yticklabels([f"{c['claim']}: {c['a']} vs {c['b']} ({c['metric']})" for c in reversed(tested)],
+                         fontsize=7)
+    axes.axvline(0.0, color="black", linewidth=0.8)
+    axes.set_xlabel("difference a - b, % of b, 95% bootstrap CI (right: as the claim says; green supported, "
+                    "red contradicted, grey inconclusive)", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
 
 
 def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[str, Any]]) -> str:

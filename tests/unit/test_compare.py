@@ -55,10 +55,37 @@ def test_a_claim_takes_one_verdict_from_its_comparisons():
         return {"claim": claim, "a": "x", "b": "y", "metric": "final", "verdict": verdict}
 
     comparisons = [c("1", "supported"), c("1", "supported"), c("2", "supported"), c("2", "contradicted"),
-                   c("3", "contradicted"), c("3", "inconclusive at this budget"), c("4", "inconclusive at this budget")]
-    claims = {1: "one", 2: "two", 3: "three", 4: "four", 5: {"text": "five", "not_tested": "no such arm"}, 6: "six"}
+                   c("3", "contradicted"), c("3", "inconclusive at this budget"), c("4", "inconclusive at this budget"),
+                   c("7", "not tested: 1 and 0 runs (needs 2 per arm)"), c("8", "not tested: 1 and 1 runs (needs 2 per arm)"),
+                   c("8", "inconclusive at this budget")]
+    claims = {1: "one", 2: "two", 3: "three", 4: "four", 5: {"text": "five", "not_tested": "no such arm"}, 6: "six",
+              7: "seven", 8: "eight"}
     rows = {line.split(" | ")[0].strip("| "): line.rsplit(" | ", 1)[1].rstrip(" |")
             for line in claims_table(claims, comparisons).splitlines()[2:]}
     assert rows == {"1": "supported", "2": "mixed", "3": "contradicted", "4": "inconclusive at this budget",
                     "5": "not tested in this study: no such arm",
-                    "6": "not tested in this study: no comparison listed"}
+                    "6": "not tested in this study: no comparison listed", "7": "not tested yet: too few runs",
+                    "8": "inconclusive at this budget"}
+
+
+def test_the_claims_figure_puts_every_comparison_on_one_axis_positive_as_the_claim_says(tmp_path):
+    from isaac_ppo.report.compare import plot, toward_claim
+
+    def c(expect, mean_a, mean_b, ci95, verdict):
+        return {"claim": "1", "a": "x", "b": "y", "metric": "m", "expect": expect, "mean_a": mean_a,
+                "mean_b": mean_b, "difference": mean_a - mean_b, "ci95": ci95, "verdict": verdict}
+
+    # a return 10% above b, claimed greater: +10% (CI +5% to +15%)
+    assert toward_claim(c("greater", 110.0, 100.0, [5.0, 15.0], "supported")) == pytest.approx((10.0, 5.0, 15.0))
+    # a dormant fraction 20% below b, claimed less: +20% as the claim says (CI +10% to +30%)
+    assert toward_claim(c("less", 0.4, 0.5, [-0.15, -0.05], "supported")) == pytest.approx((20.0, 10.0, 30.0))
+    # a weight norm above b, claimed less: negative, against the claim
+    middle, low, high = toward_claim(c("less", 12.0, 10.0, [1.0, 3.0], "contradicted"))
+    assert middle == pytest.approx(-20.0) and low == pytest.approx(-30.0) and high == pytest.approx(-10.0)
+    assert toward_claim(c("greater", 1.0, -2.0, [2.0, 4.0], "supported"))[0] == pytest.approx(150.0)  # |b| scales
+
+    untested = {"claim": "2", "a": "x", "b": "y", "metric": "final", "expect": "greater", "verdict": "not tested"}
+    assert plot([untested], str(tmp_path / "none.png")) is None and not (tmp_path / "none.png").exists()
+    path = plot([c("greater", 110.0, 100.0, [5.0, 15.0], "supported"), untested], str(tmp_path / "compare.png"))
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
