@@ -4,13 +4,37 @@ the simulations that diverged (stopped by the task's bounds) during the replay. 
 ~7 m/s; see isaac_ppo/gait.py.
 
   python benchmarks/gait_check.py runs/study/paper_ant/runs/*/seed_*/checkpoints/last.pt [--task Ant] [--envs 64]
+
+Where does an exploit live? Replay the same policy under other physics: --integrator (euler, rk4, implicit,
+implicitfast; default the model file's) and --refine K (K times finer physics steps, K times as many a control
+step: the same 1/60 s control step). An exploit of integration error shrinks as K grows; a walking gait does not.
 """
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Optional
 
 from isaac_ppo.gait import LOCOMOTION, check
+
+
+def replace_physics(integrator: Optional[str], refine: int) -> None:
+    """Every task built after this steps with `integrator` and K-times finer steps (a replay's patch, not a
+    training option: the study trains on the port as its model file says)."""
+    import mujoco
+
+    from isaac_ppo.tasks.base import MujocoTask
+
+    configure = MujocoTask.configure_model
+
+    def configure_model(self, model):
+        configure(self, model)
+        if integrator:
+            model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
+        model.opt.timestep /= refine
+        self.substeps *= refine
+
+    MujocoTask.configure_model = configure_model
 
 
 def main() -> None:
@@ -20,9 +44,15 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--integrator", choices=("euler", "rk4", "implicit", "implicitfast"))
+    parser.add_argument("--refine", type=int, default=1)
     args = parser.parse_args()
+    if args.integrator or args.refine != 1:
+        replace_physics(args.integrator, args.refine)
     for path in args.checkpoints:
-        print(json.dumps(check(path, args.task, args.envs, args.steps, args.seed)), flush=True)
+        result = check(path, args.task, args.envs, args.steps, args.seed)
+        result.update(integrator=args.integrator or "model file's", refine=args.refine)
+        print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

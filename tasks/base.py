@@ -24,6 +24,18 @@ from isaac_ppo.envs.contract import StepResult, check_actions, check_active, che
 from isaac_ppo.errors import UserError
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
+INTEGRATORS = ("euler", "rk4", "implicit", "implicitfast")  # MuJoCo's, by their names in a model file
+
+
+def integrator(name: Any) -> int:
+    """task.mujoco.integrator: MuJoCo's integrator of that name (issue 21: the Ant port's integration error is
+    what an exploiting policy learned to use, so which integrator steps it is a choice to make and record)."""
+    if name not in INTEGRATORS:
+        raise UserError(f"task.mujoco.integrator={name}: MuJoCo's integrators are {', '.join(INTEGRATORS)} "
+                        f"(or leave it out for the model file's)")
+    import mujoco
+
+    return int(getattr(mujoco.mjtIntegrator, f"mjINT_{name.upper()}"))
 
 Selection = Union[slice, torch.Tensor]
 
@@ -62,6 +74,8 @@ class MujocoTask:
 
         self.model = mujoco.MjModel.from_xml_path(os.path.join(ASSET_DIR, self.asset))
         self.model.opt.timestep = float(sim_cfg["timestep"])
+        if sim_cfg.get("integrator"):  # (absent or null: the model file's)
+            self.model.opt.integrator = integrator(sim_cfg["integrator"])
         self.configure_model(self.model)
         self.sim = make_sim(sim, self.model, self.num_envs, self.derived_fields, sim_cfg, self.device)
         self.sim_device = self.sim.device  # where the state lives and the task's torch functions run
