@@ -11,6 +11,7 @@ that runs away from the gait behind it is seen. benchmarks/gait_check.py runs it
 from __future__ import annotations
 
 import os
+import statistics
 from typing import Any, Dict, Optional
 
 import torch
@@ -63,3 +64,26 @@ def _run_config(path: str) -> Optional[str]:
     """<run>/config.yaml for <run>/checkpoints/<name>.pt, when it is there."""
     candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "config.yaml")
     return candidate if os.path.isfile(candidate) else None
+
+
+GAIT_FLAG = 1.5  # a run whose median torso speed is past this multiple of the study's median run is flagged
+
+
+def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str, Any]], out: str) -> str:
+    """gait.md: every checked run's torso speed (its last policy replayed), the runs past GAIT_FLAG x the median
+    flagged: a return far above its peers' that a far faster torso earned is the simulator's, not a gait's."""
+    median = statistics.median(g["torso_speed_p50_p90_p99"][0] for g in checked.values())
+    lines = [f"# Gait check: each run's last policy replayed ({next(iter(checked.values()))['envs']} envs x "
+             f"{next(iter(checked.values()))['steps']} steps, isaac_ppo/gait.py)\n",
+             f"Median torso speed over runs: {median:.2f} m/s; flagged: a run past {GAIT_FLAG:g}x that.\n",
+             "| arm | seed | torso speed p50 / p90 / p99, m/s | max | reward a step (median) | diverged | flag |",
+             "|---|---|---|---|---|---|---|"]
+    for folder, g in sorted(checked.items(), key=lambda item: (records[item[0]]["arm"], records[item[0]]["seed"])):
+        p50, p90, p99 = g["torso_speed_p50_p90_p99"]
+        flag = "**flagged**" if p50 > GAIT_FLAG * median else ""
+        lines.append(f"| {records[folder]['arm']} | {records[folder]['seed']} | {p50:.2f} / {p90:.2f} / {p99:.2f} | "
+                     f"{g['torso_speed_max']:.1f} | {g['reward_per_step_median']:.2f} | {g['diverged']} | {flag} |")
+    path = os.path.join(out, "gait.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path

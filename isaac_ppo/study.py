@@ -38,7 +38,6 @@ import os
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -366,25 +365,13 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     written = clock.write(runs, study, out, machines, ended_otherwise, machine_of)
     checked = {folder: r["gait"] for folder, r in records.items() if "gait" in r}
     if checked:
-        written.append(write_gait_table(records, checked, out))
+        from isaac_ppo.gait import write_table
+
+        written.append(write_table(records, checked, out))
     if study["compare"] or study["predict"]:
         from isaac_ppo.report import compare
 
-        comparisons = [compare.compare(runs, spec) for spec in study["compare"]]
-        predictions = compare.predict(runs, study["predict"]) if study["predict"] else []
-        with open(os.path.join(out, "compare.json"), "w") as f:
-            json.dump({"comparisons": comparisons, "predictions": predictions}, f, indent=1)
-        text = compare.markdown(comparisons, predictions)
-        figure = compare.plot(comparisons, os.path.join(out, "compare.png"))
-        if figure:
-            text = ("![each comparison's difference with its 95% CI, positive as the claim says](compare.png)\n\n"
-                    + text)
-        if study["claims"]:
-            text = compare.claims_table(study["claims"], comparisons) + "\n" + text
-        with open(os.path.join(out, "compare.md"), "w") as f:
-            f.write(text)
-        print(text)
-        written += [os.path.join(out, "compare.json"), os.path.join(out, "compare.md")] + ([figure] if figure else [])
+        written += compare.write(runs, study, out)
     budget_runs = [folder for folder, record in records.items() if record["ended_by"] == "budget"]
     if budget_runs:
         from isaac_ppo.report import run_report, parse_args as report_args
@@ -392,29 +379,6 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
         written += run_report(report_args(budget_runs + ["--out", out]))
     print("[study] wrote:\n  " + "\n  ".join(written), flush=True)
     return 0
-
-
-GAIT_FLAG = 1.5  # a run whose median torso speed is past this multiple of the study's median run is flagged
-
-
-def write_gait_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str, Any]], out: str) -> str:
-    """gait.md: every checked run's torso speed (its last policy replayed), the runs past GAIT_FLAG x the median
-    flagged: a return far above its peers' that a far faster torso earned is the simulator's, not a gait's."""
-    median = statistics.median(g["torso_speed_p50_p90_p99"][0] for g in checked.values())
-    lines = [f"# Gait check: each run's last policy replayed ({next(iter(checked.values()))['envs']} envs x "
-             f"{next(iter(checked.values()))['steps']} steps, isaac_ppo/gait.py)\n",
-             f"Median torso speed over runs: {median:.2f} m/s; flagged: a run past {GAIT_FLAG:g}x that.\n",
-             "| arm | seed | torso speed p50 / p90 / p99, m/s | max | reward a step (median) | diverged | flag |",
-             "|---|---|---|---|---|---|---|"]
-    for folder, g in sorted(checked.items(), key=lambda item: (records[item[0]]["arm"], records[item[0]]["seed"])):
-        p50, p90, p99 = g["torso_speed_p50_p90_p99"]
-        flag = "**flagged**" if p50 > GAIT_FLAG * median else ""
-        lines.append(f"| {records[folder]['arm']} | {records[folder]['seed']} | {p50:.2f} / {p90:.2f} / {p99:.2f} | "
-                     f"{g['torso_speed_max']:.1f} | {g['reward_per_step_median']:.2f} | {g['diverged']} | {flag} |")
-    path = os.path.join(out, "gait.md")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return path
 
 
 def print_placebo(study: Dict[str, Any], args: Dict[str, Any]) -> int:

@@ -268,3 +268,22 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
             lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['spearman']:+.3f} | "
                          f"{p['p_permutation']:.3f} |")
     return "\n".join(lines) + "\n"
+
+
+def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str) -> List[str]:
+    """A study's compare.json, compare.md (the claims table, the figure, each comparison, the predictions) and
+    compare.png under out; the paths written."""
+    comparisons = [compare(runs, spec) for spec in study["compare"]]
+    predictions = predict(runs, study["predict"]) if study["predict"] else []
+    with open(os.path.join(out, "compare.json"), "w") as f:
+        json.dump({"comparisons": comparisons, "predictions": predictions}, f, indent=1)
+    text = markdown(comparisons, predictions)
+    figure = plot(comparisons, os.path.join(out, "compare.png"))
+    if figure:
+        text = "![each comparison's difference with its 95% CI, positive as the claim says](compare.png)\n\n" + text
+    if study["claims"]:
+        text = claims_table(study["claims"], comparisons) + "\n" + text
+    with open(os.path.join(out, "compare.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return [os.path.join(out, "compare.json"), os.path.join(out, "compare.md")] + ([figure] if figure else [])

@@ -14,9 +14,13 @@ moved to MuJoCo's implicit integrator (issue 21: a policy had learned to exploit
 the physics changed, so every value did (the file, written on an AVX512 CPU, matched the old code to 1e-4 first).
 
 Every logged value but wall-clock timings is compared: returns, lengths, losses, KL, lr, plans, diagnostics.
-On a CPU whose torch kernels are the ones the file was written with (torch's cpu capability, e.g. AVX512) the
-comparison is bit for bit; on another (AVX2) float32 sums are rounded in another order, so it is to 1e-4
-relative (the test says which).
+On the CPU the file was written on (the same model and torch's cpu capability, e.g. AVX512) the comparison is
+bit for bit; on another, float32 sums are rounded in another order (AVX2 against AVX512, and AMD's AVX512 against
+Intel's: the kernels differ by vendor too), so it is to FOREIGN_REL_TOL relative (the test says which). Measured
+2026-11-25: this file, written on an AMD EPYC with AVX-512 by the implicit-integrator commit, against the same
+code on an Intel Xeon with AVX-512: every value within 2.3e-5 relative but sync iteration 2's, where a few
+samples crossed the clip boundary (clip_fraction 6.2e-4, critic_loss 1.1e-4). The file was then written again on
+that Intel Xeon (nothing in the code had changed), with its CPU model recorded.
 """
 from __future__ import annotations
 
@@ -37,6 +41,17 @@ BASE = ["task=Ant", "num_envs=256", "agent.minibatch_size=1024", "seed=0", "sim=
 # wall-clock measurements: the only values allowed to differ between two runs of the same code
 TIMING = {"wall_s", "collect_s", "wait_s", "update_s", "iteration_s", "fps", "fps_collect", "fps_update",
           "diagnostics_s", "probe_s"}
+
+
+FOREIGN_REL_TOL = 2e-3  # on another CPU than the file's: measured up to 6.2e-4 (a clip-fraction count), above
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
+    except OSError:
+        return "unknown"
 
 
 def _cpu_capability() -> str:
@@ -98,7 +113,7 @@ def _flatten(row, prefix=""):
 def _same(want, have, exact):
     if exact or not isinstance(want, float) or not isinstance(have, (int, float)):
         return want == have
-    return math.isclose(want, have, rel_tol=1e-4, abs_tol=1e-6)
+    return math.isclose(want, have, rel_tol=FOREIGN_REL_TOL, abs_tol=1e-6)
 
 
 def test_three_ant_iterations_log_the_golden_values(tmp_path):
@@ -108,10 +123,12 @@ def test_three_ant_iterations_log_the_golden_values(tmp_path):
     if os.environ.get("ISAAC_PPO_WRITE_GOLDEN"):
         os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
         with open(GOLDEN, "w") as f:
-            json.dump({"cpu_capability": _cpu_capability(), "torch": torch.__version__, "runs": got}, f, indent=1)
+            json.dump({"cpu_capability": _cpu_capability(), "cpu": _cpu_model(), "torch": torch.__version__,
+                       "runs": got}, f, indent=1)
     with open(GOLDEN) as f:
         golden = json.load(f)
-    exact = golden["cpu_capability"] == _cpu_capability()
+    here, there = f"{_cpu_model()}, {_cpu_capability()}", f"{golden.get('cpu', 'unknown')}, {golden['cpu_capability']}"
+    exact = here == there
     differences = _differences(golden["runs"], got, exact)
-    mode = "bit for bit" if exact else f"to 1e-4 ({_cpu_capability()} here, {golden['cpu_capability']} in the file)"
+    mode = "bit for bit" if exact else f"to {FOREIGN_REL_TOL:g} relative ({here} here, {there} in the file)"
     assert not differences, f"compared {mode}:\n" + "\n".join(differences[:20])
