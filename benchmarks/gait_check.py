@@ -51,7 +51,8 @@ def main() -> None:
         replace_physics(args.integrator, args.refine)
     for path in args.checkpoints:
         result = check(path, args.task, args.envs, args.steps, args.seed)
-        result.update(integrator=args.integrator or "model file's", refine=args.refine)
+        result.update(integrator=args.integrator or "the run's (its config.yaml, else the model file's)",
+                      refine=args.refine)
         print(json.dumps(result), flush=True)
 
 
