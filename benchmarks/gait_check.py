@@ -13,28 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Optional
 
 from isaac_ppo.gait import LOCOMOTION, check
-
-
-def replace_physics(integrator: Optional[str], refine: int) -> None:
-    """Every task built after this steps with `integrator` and K-times finer steps (a replay's patch, not a
-    training option: the study trains on the port as its model file says)."""
-    import mujoco
-
-    from isaac_ppo.tasks.base import MujocoTask
-
-    configure = MujocoTask.configure_model
-
-    def configure_model(self, model):
-        configure(self, model)
-        if integrator:
-            model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
-        model.opt.timestep /= refine
-        self.substeps *= refine
-
-    MujocoTask.configure_model = configure_model
+from isaac_ppo.tasks.base import INTEGRATORS
 
 
 def main() -> None:
@@ -44,13 +25,11 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--integrator", choices=("euler", "rk4", "implicit", "implicitfast"))
+    parser.add_argument("--integrator", choices=INTEGRATORS)
     parser.add_argument("--refine", type=int, default=1)
     args = parser.parse_args()
-    if args.integrator or args.refine != 1:
-        replace_physics(args.integrator, args.refine)
     for path in args.checkpoints:
-        result = check(path, args.task, args.envs, args.steps, args.seed)
+        result = check(path, args.task, args.envs, args.steps, args.seed, args.integrator, args.refine)
         result.update(integrator=args.integrator or "the run's (its config.yaml, else the model file's)",
                       refine=args.refine)
         print(json.dumps(result), flush=True)

@@ -20,9 +20,12 @@ LOCOMOTION = ("Ant", "Humanoid")  # tasks whose observations 1-3 are the torso's
 TORSO_VELOCITY = slice(1, 4)
 
 
-def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed: int = 0) -> Dict[str, Any]:
+def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed: int = 0,
+          integrator: Optional[str] = None, refine: int = 1) -> Dict[str, Any]:
     """Replay checkpoint path (its run's config.yaml beside checkpoints/ when there is one, else the defaults) on
-    envs MuJoCo envs for steps control steps: torso speed quantiles, median reward a step, diverged simulations."""
+    envs MuJoCo envs for steps control steps: torso speed quantiles, median reward a step, diverged simulations.
+    integrator (task.mujoco.integrator) and refine (refine x finer physics steps, refine x as many a control step)
+    replay it under other physics: an exploit of integration error slows as refine grows, a gait does not."""
     from omegaconf import OmegaConf
 
     from isaac_ppo.build import build_model
@@ -38,7 +41,12 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
         cfg = OmegaConf.load(saved)
     else:
         cfg = compose_config([f"task={task}", "sim=mujoco", "test=true", f"checkpoint={path}"])
-    env = make(task, envs, sim="mujoco", seed=seed, task_cfg=OmegaConf.to_container(cfg.task, resolve=True))
+    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    task_cfg["mujoco"].update(timestep=task_cfg["mujoco"]["timestep"] / refine,
+                              substeps=task_cfg["mujoco"]["substeps"] * refine)
+    if integrator:
+        task_cfg["mujoco"]["integrator"] = integrator
+    env = make(task, envs, sim="mujoco", seed=seed, task_cfg=task_cfg)
     model = build_model(cfg, env, torch.device("cpu"))
     checkpoint.load_model(model, checkpoint.load(path, torch.device("cpu")), path)
     model.eval()

@@ -47,11 +47,9 @@ FOREIGN_REL_TOL = 2e-3  # on another CPU than the file's: measured up to 6.2e-4 
 
 
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
-    except OSError:
-        return "unknown"
+    from isaac_ppo.report.clock import machine
+
+    return machine().get("cpu") or "unknown"
 
 
 def _cpu_capability() -> str:
