@@ -295,9 +295,12 @@ def run(cfg: Any, run_dir: Optional[str] = None) -> Any:
     cfg = config.load(cfg)  # (already checked before Hydra made the run directory: not checked again)
     comm, device = distributed.setup(cfg.multi_gpu, cfg.device, cfg.dist_backend)
     try:
-        return _train_or_play(cfg, comm, device, run_dir)
-    finally:
-        comm.close()
+        result = _train_or_play(cfg, comm, device, run_dir)
+    except BaseException:
+        comm.close(finished=False)
+        raise
+    comm.close()
+    return result
 
 
 def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> Any:
