@@ -4,7 +4,9 @@ IsaacGymEnvs' order), the quantity their progress reward pays for a step.
 
 A walking Ant of the MuJoCo port moves at ~7 m/s (its reward ~8 a step). Issue 21's study found a policy at a
 median 43 m/s: it had learned to exploit the Euler integrator's error, and its return (25,762) measured that, not a
-gait. The port now integrates implicitly (tasks/assets/ant.xml), and every study run of a locomotion task gets this
+gait; one trained under MuJoCo's implicit integrator found implicit's (39 m/s). The port now integrates with RK4
+(tasks/assets/ant.xml), under which the same configuration walks at a speed that holds at finer steps (refine=),
+and every study run of a locomotion task gets this
 check on its last checkpoint (isaac-ppo-study writes it into study_done.json and the report lists it), so a return
 that runs away from the gait behind it is seen. benchmarks/gait_check.py runs it on any checkpoint.
 """

@@ -20,7 +20,9 @@ Intel's: the kernels differ by vendor too), so it is to FOREIGN_REL_TOL relative
 2026-11-25: this file, written on an AMD EPYC with AVX-512 by the implicit-integrator commit, against the same
 code on an Intel Xeon with AVX-512: every value within 2.3e-5 relative but sync iteration 2's, where a few
 samples crossed the clip boundary (clip_fraction 6.2e-4, critic_loss 1.1e-4). The file was then written again on
-that Intel Xeon (nothing in the code had changed), with its CPU model recorded.
+that Intel Xeon (nothing in the code had changed), with its CPU model recorded. And again when the Ant port
+moved to RK4 (issue 21: a policy trained under implicit learned to exploit implicit's error too): the physics
+changed, so every value did (the old file still matched the code before that commit on this Intel Xeon).
 """
 from __future__ import annotations
 
