@@ -29,7 +29,9 @@ SMALL = ["task=Cartpole", "sim=mujoco", "num_envs=64", "agent.minibatch_size=256
 def torchrun(tmp_path, *overrides, nproc=2):
     command = [TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "-m", "isaac_ppo.train", "multi_gpu=true",
                f"runs_dir={tmp_path / 'runs'}", *SMALL, *overrides]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    # a rank that aborts in C++ prints where its Python threads were (CI once saw a bare SIGABRT at a run's end)
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
 
 
 def single(tmp_path, *overrides, env=None):
