@@ -5,10 +5,9 @@ IsaacGymEnvs' order), the quantity their progress reward pays for a step.
 A walking Ant of the MuJoCo port moves at ~7 m/s (its reward ~8 a step). Issue 21's study found a policy at a
 median 43 m/s: it had learned to exploit the Euler integrator's error, and its return (25,762) measured that, not a
 gait; one trained under MuJoCo's implicit integrator found implicit's (39 m/s). The port now integrates with RK4
-(tasks/assets/ant.xml), under which the same configuration walks at a speed that holds at finer steps (refine=),
-and every study run of a locomotion task gets this
-check on its last checkpoint (isaac-ppo-study writes it into study_done.json and the report lists it), so a return
-that runs away from the gait behind it is seen. benchmarks/gait_check.py runs it on any checkpoint.
+(tasks/assets/ant.xml), under which the same configuration walks at a speed that holds at finer steps (refine=).
+Every study run of a locomotion task gets this check on its last checkpoint (isaac-ppo-study writes it into
+study_done.json and the report lists it), so a return that runs away from the gait behind it is seen. benchmarks/gait_check.py runs it on any checkpoint.
 """
 from __future__ import annotations
 
@@ -83,8 +82,9 @@ def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str,
     """gait.md: every checked run's torso speed (its last policy replayed), the runs past GAIT_FLAG x the median
     flagged: a return far above its peers' that a far faster torso earned is the simulator's, not a gait's."""
     median = statistics.median(g["torso_speed_p50_p90_p99"][0] for g in checked.values())
-    lines = [f"# Gait check: each run's last policy replayed ({next(iter(checked.values()))['envs']} envs x "
-             f"{next(iter(checked.values()))['steps']} steps, isaac_ppo/gait.py)\n",
+    replay = next(iter(checked.values()))  # (every run is replayed alike)
+    lines = [f"# Gait check: each run's last policy replayed ({replay['envs']} envs x {replay['steps']} steps, "
+             "isaac_ppo/gait.py)\n",
              f"Median torso speed over runs: {median:.2f} m/s; flagged: a run past {GAIT_FLAG:g}x that.\n",
              "| arm | seed | torso speed p50 / p90 / p99, m/s | max | reward a step (median) | diverged | flag |",
              "|---|---|---|---|---|---|---|"]
