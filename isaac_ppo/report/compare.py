@@ -173,11 +173,17 @@ def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000,
             if value is not None:
                 xs.append(value)
                 ys.append(final)
-        rho = spearman(xs, ys) if len(xs) >= 3 else float("nan")
-        rng = np.random.default_rng(seed)
-        null = [spearman(xs, list(rng.permutation(ys))) for _ in range(reps if math.isfinite(rho) else 0)]
-        p = float(np.mean([abs(r) >= abs(rho) - 1e-12 for r in null])) if null else float("nan")
-        out.append({"diagnostic": name, "at_fraction": fraction, "runs": len(xs), "spearman": rho, "p_permutation": p})
+        row = {"diagnostic": name, "at_fraction": fraction, "runs": len(xs), "spearman": None, "p_permutation": None}
+        if len(xs) < 3:
+            row["note"] = f"{len(xs)} runs measured it (needs 3)"
+        elif len(set(xs)) == 1:  # no ranking to correlate (e.g. no dormant unit in any run): said, not a NaN
+            row["note"] = f"the same in every run ({xs[0]:g}): it ranks nothing"
+        else:
+            rho = spearman(xs, ys)
+            rng = np.random.default_rng(seed)
+            null = [spearman(xs, list(rng.permutation(ys))) for _ in range(reps)]
+            row.update(spearman=rho, p_permutation=float(np.mean([abs(r) >= abs(rho) - 1e-12 for r in null])))
+        out.append(row)
     return out
 
 
@@ -265,8 +271,11 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
         lines += ["", "| diagnostic (at a fraction of the budget) | runs | Spearman with the final return | p (permutation) |",
                   "|---|---|---|---|"]
         for p in predictions:
-            lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['spearman']:+.3f} | "
-                         f"{p['p_permutation']:.3f} |")
+            if p["spearman"] is None:
+                lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['note']} | |")
+            else:
+                lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['spearman']:+.3f} | "
+                             f"{p['p_permutation']:.3f} |")
     return "\n".join(lines) + "\n"
 
 

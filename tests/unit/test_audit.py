@@ -67,3 +67,21 @@ def test_predict_ranks_runs_by_the_stress_share(tmp_path):
     assert stress["diagnostic"] == ADAPTIVE_STRESS and stress["runs"] == 3
     assert stress["spearman"] == pytest.approx(-1.0)
     assert rank["spearman"] == pytest.approx(math.sqrt(3) / 2)  # at 30% the ranks are 20, 20, 40: a tie
+
+
+def test_a_diagnostic_the_same_in_every_run_is_said_so_not_a_nan(tmp_path):
+    """No dormant unit in any run (the paper_ant study at tau 0.025): predict says the signal ranks nothing, and
+    compare.json stays strict JSON (a NaN there is not JSON)."""
+    folders = []
+    for i, final in enumerate((1000.0, 2000.0, 3000.0)):
+        folder = tmp_path / f"run{i}"
+        folder.mkdir()
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(n=20)))
+        (folder / "metrics.json").write_text(json.dumps({"final_eval": {"return_mean": final}}))
+        folders.append(str(folder))
+    dormant, = predict({"arm": folders}, {"diagnostics": ["dormant_fraction"], "at_fraction": 0.3}, reps=50)
+    assert dormant["spearman"] is None and dormant["p_permutation"] is None
+    assert dormant["note"] == "the same in every run (0.1): it ranks nothing"
+    json.dumps(dormant, allow_nan=False)
+    few, = predict({"arm": folders[:2]}, {"diagnostics": ["feature_rank"], "at_fraction": 0.3}, reps=50)
+    assert few["spearman"] is None and few["note"] == "2 runs measured it (needs 3)"
