@@ -184,7 +184,18 @@ def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000,
             null = [spearman(xs, list(rng.permutation(ys))) for _ in range(reps)]
             row.update(spearman=rho, p_permutation=float(np.mean([abs(r) >= abs(rho) - 1e-12 for r in null])))
         out.append(row)
+    holm([row for row in out if row["p_permutation"] is not None])
     return out
+
+
+def holm(rows: List[Dict[str, Any]]) -> None:
+    """Each row's p_holm: its p_permutation adjusted by Holm's step-down over the rows tested together, so that
+    choosing the best of several signals on one data set still means p < 0.05 (PROTOCOL amendment 8)."""
+    order = sorted(range(len(rows)), key=lambda i: rows[i]["p_permutation"])
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(rows) - rank) * rows[i]["p_permutation"]))
+        rows[i]["p_holm"] = running
 
 
 def claims_table(claims: Dict[str, Any], comparisons: Sequence[Dict[str, Any]]) -> str:
@@ -268,14 +279,14 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
         lines.append(f"| {c['claim']} | {c['a']} vs {c['b']} | {c['metric']} | a {'>' if c['expect'] == 'greater' else '<'} b | "
                      + " | ".join(cells) + f" | {c['runs'][0]} + {c['runs'][1]} | {c['verdict']} |")
     if predictions:
-        lines += ["", "| diagnostic (at a fraction of the budget) | runs | Spearman with the final return | p (permutation) |",
-                  "|---|---|---|---|"]
+        lines += ["", "| diagnostic (at a fraction of the budget) | runs | Spearman with the final return | p (permutation) "
+                  "| p, Holm over the tested rows |", "|---|---|---|---|---|"]
         for p in predictions:
             if p["spearman"] is None:
-                lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['note']} | |")
+                lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['note']} | | |")
             else:
                 lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['spearman']:+.3f} | "
-                             f"{p['p_permutation']:.3f} |")
+                             f"{p['p_permutation']:.3f} | {p['p_holm']:.3f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -89,3 +89,12 @@ def test_the_claims_figure_puts_every_comparison_on_one_axis_positive_as_the_cla
     path = plot([c("greater", 110.0, 100.0, [5.0, 15.0], "supported"), untested], str(tmp_path / "compare.png"))
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_holm_adjusts_step_down_and_keeps_the_order():
+    """Holm (1979): the k-th smallest of m p-values times (m - k + 1), kept monotone, capped at 1."""
+    from isaac_ppo.report.compare import holm
+
+    rows = [{"p_permutation": p} for p in (0.04, 0.01, 0.03, 0.5)]
+    holm(rows)
+    assert [r["p_holm"] for r in rows] == pytest.approx([0.09, 0.04, 0.09, 0.5])
