@@ -7,7 +7,8 @@ median 43 m/s: it had learned to exploit the Euler integrator's error, and its r
 gait; one trained under MuJoCo's implicit integrator found implicit's (39 m/s). The port now integrates with RK4
 (tasks/assets/ant.xml), under which the same configuration walks at a speed that holds at finer steps (refine=).
 Every study run of a locomotion task gets this check on its last checkpoint (isaac-ppo-study writes it into
-study_done.json and the report lists it), so a return that runs away from the gait behind it is seen. benchmarks/gait_check.py runs it on any checkpoint.
+study_done.json and the report lists it), so a return that runs away from the gait behind it is seen.
+benchmarks/gait_check.py runs it on any checkpoint.
 """
 from __future__ import annotations
 

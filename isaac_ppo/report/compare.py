@@ -279,14 +279,13 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
         lines.append(f"| {c['claim']} | {c['a']} vs {c['b']} | {c['metric']} | a {'>' if c['expect'] == 'greater' else '<'} b | "
                      + " | ".join(cells) + f" | {c['runs'][0]} + {c['runs'][1]} | {c['verdict']} |")
     if predictions:
-        lines += ["", "| diagnostic (at a fraction of the budget) | runs | Spearman with the final return | p (permutation) "
-                  "| p, Holm over the tested rows |", "|---|---|---|---|---|"]
+        lines += ["", "| diagnostic (at a fraction of the budget) | runs | Spearman with the final return "
+                  "| p (permutation) | p, Holm over the tested rows |", "|---|---|---|---|---|"]
         for p in predictions:
-            if p["spearman"] is None:
-                lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['note']} | | |")
-            else:
-                lines.append(f"| {p['diagnostic']} (at {p['at_fraction']:g}) | {p['runs']} | {p['spearman']:+.3f} | "
-                             f"{p['p_permutation']:.3f} | {p['p_holm']:.3f} |")
+            measured = [p["note"], "", ""] if p["spearman"] is None else [
+                f"{p['spearman']:+.3f}", f"{p['p_permutation']:.3f}", f"{p['p_holm']:.3f}"]
+            row = [f"{p['diagnostic']} (at {p['at_fraction']:g})", str(p["runs"])] + measured
+            lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
