@@ -6,6 +6,9 @@ A walking Ant of the MuJoCo port moves at ~7 m/s (its reward ~8 a step). Issue 2
 median 43 m/s: it had learned to exploit the Euler integrator's error, and its return (25,762) measured that, not a
 gait; one trained under MuJoCo's implicit integrator found implicit's (39 m/s). The port now integrates with RK4
 (tasks/assets/ant.xml), under which the same configuration walks at a speed that holds at finer steps (refine=).
+Beside the speed, the posture: the 5% and 50% quantiles of the torso's up axis on the world's (1 upright) and the
+median torso height. Under RK4 a policy can still run far past its peers at a speed that holds at finer steps
+(issue 21, PROTOCOL amendment 9: a tumbling, bounding motion, not integration error); the posture says how it moves.
 Every study run of a locomotion task gets this check on its last checkpoint (isaac-ppo-study writes it into
 study_done.json and the report lists it), so a return that runs away from the gait behind it is seen.
 benchmarks/gait_check.py runs it on any checkpoint.
@@ -14,12 +17,14 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
 LOCOMOTION = ("Ant", "Humanoid")  # tasks whose observations 1-3 are the torso's local linear velocity
-TORSO_VELOCITY = slice(1, 4)
+TORSO_HEIGHT = 0  # IsaacGymEnvs' locomotion observations: the torso's height above the floor,
+TORSO_VELOCITY = slice(1, 4)  # its linear velocity in its own frame,
+UP_PROJ = 10  # and its up axis projected on the world's (1 upright, 0 on its side, below 0 upside down)
 
 
 def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed: int = 0,
@@ -54,20 +59,29 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     model.eval()
     policy = mean_action(model)
     obs = env.reset()["obs"]
-    speeds, rewards, diverged = [], [], 0
+    speeds, rewards, heights, ups, diverged = [], [], [], [], 0
     with torch.no_grad():
         for _ in range(steps):
             out, reward, _, extras = env.step(policy(obs))
             obs = out["obs"]
             speeds.append(obs[:, TORSO_VELOCITY].norm(dim=1))
+            heights.append(obs[:, TORSO_HEIGHT])
+            ups.append(obs[:, UP_PROJ])
             rewards.append(reward)
             diverged += int(extras.get("diverged", 0))
     speed = torch.stack(speeds).flatten()
-    quantiles = torch.quantile(speed, torch.tensor([0.5, 0.9, 0.99]))
     return {"checkpoint": path, "task": task, "envs": envs, "steps": steps,
-            "torso_speed_p50_p90_p99": [round(float(q), 2) for q in quantiles],
+            "torso_speed_p50_p90_p99": _quantiles(speed, 0.5, 0.9, 0.99),
             "torso_speed_max": round(float(speed.max()), 1),
-            "reward_per_step_median": round(float(torch.stack(rewards).median()), 2), "diverged": diverged}
+            "reward_per_step_median": round(float(torch.stack(rewards).median()), 2), "diverged": diverged,
+            # How it moves, beside how fast: a walker keeps its torso upright (up_proj ~1 at every step); a
+            # policy that tumbles or bounds spends steps on its side or upside down (a low 5% quantile).
+            "up_proj_p5_p50": _quantiles(torch.stack(ups).flatten(), 0.05, 0.5),
+            "torso_height_p50": _quantiles(torch.stack(heights).flatten(), 0.5)[0]}
+
+
+def _quantiles(values: torch.Tensor, *levels: float) -> List[float]:
+    return [round(float(q), 2) for q in torch.quantile(values, torch.tensor(levels))]
 
 
 def _run_config(path: str) -> Optional[str]:
@@ -87,13 +101,18 @@ def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str,
     lines = [f"# Gait check: each run's last policy replayed ({replay['envs']} envs x {replay['steps']} steps, "
              "isaac_ppo/gait.py)\n",
              f"Median torso speed over runs: {median:.2f} m/s; flagged: a run past {GAIT_FLAG:g}x that.\n",
-             "| arm | seed | torso speed p50 / p90 / p99, m/s | max | reward a step (median) | diverged | flag |",
-             "|---|---|---|---|---|---|---|"]
+             "| arm | seed | torso speed p50 / p90 / p99, m/s | max | reward a step (median) | diverged | "
+             "up axis on z p5 / p50 (1 upright) | torso height p50, m | flag |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for folder, g in sorted(checked.items(), key=lambda item: (records[item[0]]["arm"], records[item[0]]["seed"])):
         p50, p90, p99 = g["torso_speed_p50_p90_p99"]
         flag = "**flagged**" if p50 > GAIT_FLAG * median else ""
+        # (runs checked before the posture was measured have none: "-")
+        up = " / ".join(f"{u:.2f}" for u in g["up_proj_p5_p50"]) if "up_proj_p5_p50" in g else "-"
+        height = f"{g['torso_height_p50']:.2f}" if "torso_height_p50" in g else "-"
         lines.append(f"| {records[folder]['arm']} | {records[folder]['seed']} | {p50:.2f} / {p90:.2f} / {p99:.2f} | "
-                     f"{g['torso_speed_max']:.1f} | {g['reward_per_step_median']:.2f} | {g['diverged']} | {flag} |")
+                     f"{g['torso_speed_max']:.1f} | {g['reward_per_step_median']:.2f} | {g['diverged']} | {up} | "
+                     f"{height} | {flag} |")
     path = os.path.join(out, "gait.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -241,6 +241,8 @@ def test_a_locomotion_run_gets_the_gait_check_before_its_checkpoints_are_left_be
     assert gait["task"] == "Ant" and gait["envs"] == 64 and gait["steps"] == 1000
     p50, p90, p99 = gait["torso_speed_p50_p90_p99"]
     assert 0 < p50 <= p90 <= p99 <= gait["torso_speed_max"] < 20  # (one iteration: an untrained policy)
+    up_p5, up_p50 = gait["up_proj_p5_p50"]
+    assert -1 <= up_p5 <= up_p50 <= 1 and 0 < gait["torso_height_p50"] < 2
     report = study(tmp_path, "report", str(definition))
     assert report.returncode == 0, report.stderr
     table = (tmp_path / "study" / "walk" / "report" / "gait.md").read_text()

@@ -20,3 +20,13 @@ def test_only_the_run_past_the_flag_multiple_of_the_median_is_flagged(tmp_path):
     text = open(write_gait_table(records, {n: gait(p) for n, p in speeds.items()}, str(tmp_path))).read()
     flagged = [line for line in text.splitlines() if "**flagged**" in line]
     assert len(flagged) == 1 and flagged[0].startswith("| b | 1 |")
+
+
+def test_the_posture_columns_show_what_was_measured_and_a_dash_for_runs_checked_before(tmp_path):
+    """A run checked before the posture was measured has no up_proj / height: its row says "-", not a number."""
+    records = {"a0": {"arm": "a", "seed": 0}, "b0": {"arm": "b", "seed": 0}}
+    upright = dict(gait(7.0), up_proj_p5_p50=[0.91, 0.98], torso_height_p50=0.7)
+    text = open(write_gait_table(records, {"a0": upright, "b0": gait(7.0)}, str(tmp_path))).read()
+    rows = {line[:9]: line for line in text.splitlines() if line.startswith("| a | 0") or line.startswith("| b | 0")}
+    assert "| 0.91 / 0.98 | 0.70 |" in rows["| a | 0 |"]
+    assert rows["| b | 0 |"].endswith("| 0 | - | - |  |")
