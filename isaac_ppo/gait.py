@@ -93,10 +93,21 @@ def _run_config(path: str) -> Optional[str]:
 GAIT_FLAG = 1.5  # a run whose median torso speed is past this multiple of the study's median run is flagged
 
 
+def flagged(checked: Dict[str, Dict[str, Any]]) -> List[str]:
+    """The runs (keys of checked) whose median torso speed is past GAIT_FLAG x the median run's."""
+    median = _median_speed(checked)
+    return [run for run, g in checked.items() if g["torso_speed_p50_p90_p99"][0] > GAIT_FLAG * median]
+
+
+def _median_speed(checked: Dict[str, Dict[str, Any]]) -> float:
+    return statistics.median(g["torso_speed_p50_p90_p99"][0] for g in checked.values())
+
+
 def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str, Any]], out: str) -> str:
     """gait.md: every checked run's torso speed (its last policy replayed), the runs past GAIT_FLAG x the median
     flagged: a return far above its peers' that a far faster torso earned is the simulator's, not a gait's."""
-    median = statistics.median(g["torso_speed_p50_p90_p99"][0] for g in checked.values())
+    median = _median_speed(checked)
+    past = flagged(checked)
     replay = next(iter(checked.values()))  # (every run is replayed alike)
     lines = [f"# Gait check: each run's last policy replayed ({replay['envs']} envs x {replay['steps']} steps, "
              "isaac_ppo/gait.py)\n",
@@ -106,7 +117,7 @@ def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str,
              "|---|---|---|---|---|---|---|---|---|"]
     for folder, g in sorted(checked.items(), key=lambda item: (records[item[0]]["arm"], records[item[0]]["seed"])):
         p50, p90, p99 = g["torso_speed_p50_p90_p99"]
-        flag = "**flagged**" if p50 > GAIT_FLAG * median else ""
+        flag = "**flagged**" if folder in past else ""
         # (runs checked before the posture was measured have none: "-")
         up = " / ".join(f"{u:.2f}" for u in g["up_proj_p5_p50"]) if "up_proj_p5_p50" in g else "-"
         height = f"{g['torso_height_p50']:.2f}" if "torso_height_p50" in g else "-"

@@ -364,14 +364,16 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     machine_of = {folder: record.get("machine") for folder, record in records.items()}
     written = clock.write(runs, study, out, machines, ended_otherwise, machine_of)
     checked = {folder: r["gait"] for folder, r in records.items() if "gait" in r}
+    flagged: Dict[str, str] = {}  # run folder -> "arm seed s", for the runs past the gait flag
     if checked:
-        from isaac_ppo.gait import write_table
+        from isaac_ppo.gait import flagged as past_the_flag, write_table
 
         written.append(write_table(records, checked, out))
+        flagged = {f: f"{records[f]['arm']} seed {records[f]['seed']}" for f in past_the_flag(checked)}
     if study["compare"] or study["predict"]:
         from isaac_ppo.report import compare
 
-        written += compare.write(runs, study, out)
+        written += compare.write(runs, study, out, flagged)
     budget_runs = [folder for folder, record in records.items() if record["ended_by"] == "budget"]
     if budget_runs:
         from isaac_ppo.report import run_report, parse_args as report_args

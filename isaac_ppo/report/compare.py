@@ -114,13 +114,17 @@ def verdict(low: float, high: float, expect: str) -> str:
     return "inconclusive at this budget"
 
 
-def compare(runs: Dict[str, List[str]], spec: Dict[str, Any]) -> Dict[str, Any]:
-    """One comparison of the study definition's `compare` list: {claim, a, b, metric, expect}."""
+def compare(runs: Dict[str, List[str]], spec: Dict[str, Any],
+            flagged: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """One comparison of the study definition's `compare` list: {claim, a, b, metric, expect}. flagged (run
+    folder -> its name) are the runs past the gait check's flag: they stay in (dropping a run after seeing it
+    biases the comparison), and the comparison names those of its arms' runs."""
     a, b, metric, expect = spec["a"], spec["b"], spec.get("metric", "final"), spec.get("expect", "greater")
     grid = matched_grid(runs.get(a, []) + runs.get(b, [])) if metric == "auc" else []
     values_a, values_b = run_values(runs.get(a, []), metric, grid), run_values(runs.get(b, []), metric, grid)
     out = {"claim": str(spec.get("claim", "")), "a": a, "b": b, "metric": metric, "expect": expect,
-           "runs": [len(values_a), len(values_b)]}
+           "runs": [len(values_a), len(values_b)],
+           "gait_flagged": [(flagged or {})[f] for f in runs.get(a, []) + runs.get(b, []) if f in (flagged or {})]}
     if len(values_a) < 2 or len(values_b) < 2:
         return dict(out, verdict=f"not tested: {len(values_a)} and {len(values_b)} runs (needs 2 per arm)")
     low, high = bootstrap_difference_ci(values_a, values_b)
@@ -220,9 +224,13 @@ def claims_table(claims: Dict[str, Any], comparisons: Sequence[Dict[str, Any]]) 
             overall = "contradicted"
         else:
             overall = "inconclusive at this budget"
-        listed = "; ".join(f"{c['a']} vs {c['b']} on {c['metric']}: {c['verdict']}" for c in mine)
+        listed = "; ".join(f"{c['a']} vs {c['b']} on {c['metric']}: {c['verdict']}" + _flagged_note(c) for c in mine)
         lines.append(f"| {claim_id} | {entry.get('text', '')} | {listed} | {overall} |")
     return "\n".join(lines) + "\n"
+
+
+def _flagged_note(c: Dict[str, Any]) -> str:
+    return f" (with gait-flagged {', '.join(c['gait_flagged'])})" if c.get("gait_flagged") else ""
 
 
 def toward_claim(c: Dict[str, Any]) -> Tuple[float, float, float]:
@@ -277,7 +285,7 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
         else:
             cells = ["", "", "", ""]
         lines.append(f"| {c['claim']} | {c['a']} vs {c['b']} | {c['metric']} | a {'>' if c['expect'] == 'greater' else '<'} b | "
-                     + " | ".join(cells) + f" | {c['runs'][0]} + {c['runs'][1]} | {c['verdict']} |")
+                     + " | ".join(cells) + f" | {c['runs'][0]} + {c['runs'][1]} | {c['verdict']}{_flagged_note(c)} |")
     if predictions:
         lines += ["", "| diagnostic (at a fraction of the budget) | runs | Spearman with the final return "
                   "| p (permutation) | p, Holm over the tested rows |", "|---|---|---|---|---|"]
@@ -289,10 +297,11 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
     return "\n".join(lines) + "\n"
 
 
-def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str) -> List[str]:
+def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str,
+          flagged: Optional[Dict[str, str]] = None) -> List[str]:
     """A study's compare.json, compare.md (the claims table, the figure, each comparison, the predictions) and
-    compare.png under out; the paths written."""
-    comparisons = [compare(runs, spec) for spec in study["compare"]]
+    compare.png under out; the paths written. flagged: the runs past the gait flag (see compare)."""
+    comparisons = [compare(runs, spec, flagged) for spec in study["compare"]]
     predictions = predict(runs, study["predict"]) if study["predict"] else []
     with open(os.path.join(out, "compare.json"), "w") as f:
         json.dump({"comparisons": comparisons, "predictions": predictions}, f, indent=1)

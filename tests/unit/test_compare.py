@@ -98,3 +98,30 @@ def test_holm_adjusts_step_down_and_keeps_the_order():
     rows = [{"p_permutation": p} for p in (0.04, 0.01, 0.03, 0.5)]
     holm(rows)
     assert [r["p_holm"] for r in rows] == pytest.approx([0.09, 0.04, 0.09, 0.5])
+
+
+def test_a_comparison_names_the_gait_flagged_runs_it_holds_and_keeps_them(tmp_path):
+    """A run past the gait flag stays in its comparison (PROTOCOL amendment 5: dropping it after seeing it would
+    bias it); the comparison and the claims table say which verdict it touches."""
+    import json
+
+    from isaac_ppo.report.compare import claims_table, compare, markdown
+
+    runs = {}
+    for arm, finals in {"fast": [8000.0, 8200.0, 14500.0], "slow": [6800.0, 6900.0, 7000.0]}.items():
+        for seed, value in enumerate(finals):
+            folder = tmp_path / arm / f"seed_{seed}"
+            folder.mkdir(parents=True)
+            (folder / "metrics.json").write_text(json.dumps({"final_eval": {"return_mean": value}}))
+            (folder / "metrics.jsonl").write_text("")
+            runs.setdefault(arm, []).append(str(folder))
+    flagged = {runs["fast"][2]: "fast seed 2"}
+    touched = compare(runs, {"claim": "s", "a": "fast", "b": "slow"}, flagged)
+    untouched = compare({"slow": runs["slow"], "fast": runs["fast"][:2]}, {"claim": "s", "a": "fast", "b": "slow"},
+                        flagged)
+    assert touched["gait_flagged"] == ["fast seed 2"] and touched["runs"] == [3, 3]
+    assert touched["mean_a"] == (8000.0 + 8200.0 + 14500.0) / 3  # (kept in the mean)
+    assert untouched["gait_flagged"] == []
+    claims = claims_table({"s": "fast beats slow"}, [touched, untouched]).splitlines()[2]
+    assert claims.count("(with gait-flagged fast seed 2)") == 1
+    assert "(with gait-flagged fast seed 2) |" in markdown([touched], [])
