@@ -120,11 +120,12 @@ def compare(runs: Dict[str, List[str]], spec: Dict[str, Any],
     folder -> its name) are the runs past the gait check's flag: they stay in (dropping a run after seeing it
     biases the comparison), and the comparison names those of its arms' runs."""
     a, b, metric, expect = spec["a"], spec["b"], spec.get("metric", "final"), spec.get("expect", "greater")
+    flagged = flagged or {}
     grid = matched_grid(runs.get(a, []) + runs.get(b, [])) if metric == "auc" else []
     values_a, values_b = run_values(runs.get(a, []), metric, grid), run_values(runs.get(b, []), metric, grid)
     out = {"claim": str(spec.get("claim", "")), "a": a, "b": b, "metric": metric, "expect": expect,
            "runs": [len(values_a), len(values_b)],
-           "gait_flagged": [(flagged or {})[f] for f in runs.get(a, []) + runs.get(b, []) if f in (flagged or {})]}
+           "gait_flagged": [flagged[f] for f in runs.get(a, []) + runs.get(b, []) if f in flagged]}
     if len(values_a) < 2 or len(values_b) < 2:
         return dict(out, verdict=f"not tested: {len(values_a)} and {len(values_b)} runs (needs 2 per arm)")
     low, high = bootstrap_difference_ci(values_a, values_b)
