@@ -94,7 +94,8 @@ def permutation_p(a: Sequence[float], b: Sequence[float], limit: int = 20000, se
     pooled = np.asarray(list(a) + list(b), dtype=np.float64)
     n, observed = len(a), abs(float(np.mean(a) - np.mean(b)))
     total = math.comb(len(pooled), n)
-    if total <= limit:
+    exact = total <= limit
+    if exact:
         splits = (list(c) for c in itertools.combinations(range(len(pooled)), n))
     else:
         rng = np.random.default_rng(seed)
@@ -105,7 +106,8 @@ def permutation_p(a: Sequence[float], b: Sequence[float], limit: int = 20000, se
         mask[chosen] = True
         count += 1
         hits += abs(pooled[mask].mean() - pooled[~mask].mean()) >= observed - 1e-12
-    return hits / count
+    # exact: the observed labelling is among those counted; sampled: count it in, so p is never 0 (Phipson & Smyth)
+    return hits / count if exact else (hits + 1) / (count + 1)
 
 
 def verdict(low: float, high: float, expect: str) -> str:
@@ -187,10 +189,17 @@ def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000,
             rho = spearman(xs, ys)
             rng = np.random.default_rng(seed)
             null = [spearman(xs, list(rng.permutation(ys))) for _ in range(reps)]
-            row.update(spearman=rho, p_permutation=float(np.mean([abs(r) >= abs(rho) - 1e-12 for r in null])))
+            hits = sum(abs(r) >= abs(rho) - 1e-12 for r in null)
+            # the observed order counts as one of the permutations, so a sampled p is never 0 (Phipson & Smyth 2010)
+            row.update(spearman=rho, p_permutation=(hits + 1) / (reps + 1))
         out.append(row)
     holm([row for row in out if row["p_permutation"] is not None])
     return out
+
+
+def format_p(p: float) -> str:
+    """A p-value for a table: three decimals, or its two significant digits below 0.001 (never a bare 0.000)."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 def holm(rows: List[Dict[str, Any]]) -> None:
@@ -282,7 +291,7 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
         if "difference" in c:
             low, high = c["ci95"]
             cells = [f"{c['mean_a']:.4g}", f"{c['mean_b']:.4g}", f"{c['difference']:+.4g} ({low:+.4g} to {high:+.4g})",
-                     f"{c['p_permutation']:.3f}"]
+                     format_p(c['p_permutation'])]
         else:
             cells = ["", "", "", ""]
         lines.append(f"| {c['claim']} | {c['a']} vs {c['b']} | {c['metric']} | a {'>' if c['expect'] == 'greater' else '<'} b | "
@@ -292,7 +301,7 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
                   "| p (permutation) | p, Holm over the tested rows |", "|---|---|---|---|---|"]
         for p in predictions:
             measured = [p["note"], "", ""] if p["spearman"] is None else [
-                f"{p['spearman']:+.3f}", f"{p['p_permutation']:.3f}", f"{p['p_holm']:.3f}"]
+                f"{p['spearman']:+.3f}", format_p(p['p_permutation']), format_p(p['p_holm'])]
             row = [f"{p['diagnostic']} (at {p['at_fraction']:g})", str(p["runs"])] + measured
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

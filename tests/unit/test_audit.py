@@ -85,3 +85,19 @@ def test_a_diagnostic_the_same_in_every_run_is_said_so_not_a_nan(tmp_path):
     json.dumps(dormant, allow_nan=False)
     few, = predict({"arm": folders[:2]}, {"diagnostics": ["feature_rank"], "at_fraction": 0.3}, reps=50)
     assert few["spearman"] is None and few["note"] == "2 runs measured it (needs 3)"
+
+
+def test_a_sampled_p_value_counts_the_observed_order_and_is_never_zero(tmp_path):
+    """Twelve runs ranked perfectly by feature rank: no sampled permutation matches |rho| = 1 (2 of 12! orders do),
+    so the p-value is the observed order's own share, 1 / (reps + 1), not a 0 a table would print as 0.000."""
+    folders = []
+    for i in range(12):
+        folder = tmp_path / f"run{i}"
+        folder.mkdir()
+        rows = _rows(n=20, rank=lambda k, i=i: 10.0 + i)
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / "metrics.json").write_text(json.dumps({"final_eval": {"return_mean": 1000.0 * i}}))
+        folders.append(str(folder))
+    rank, = predict({"arm": folders}, {"diagnostics": ["feature_rank"], "at_fraction": 0.3}, reps=200)
+    assert rank["spearman"] == pytest.approx(1.0)
+    assert rank["p_permutation"] == pytest.approx(1 / 201) and rank["p_holm"] == pytest.approx(1 / 201)

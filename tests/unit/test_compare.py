@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from isaac_ppo.report.compare import bootstrap_difference_ci, permutation_p, spearman, verdict
+from isaac_ppo.report.compare import format_p, bootstrap_difference_ci, permutation_p, spearman, verdict
 
 
 def test_the_permutation_test_is_exact_for_small_arms():
@@ -21,6 +21,14 @@ def test_the_permutation_test_is_exact_for_small_arms():
                 >= observed - 1e-12 for c in itertools.combinations(range(8), 4))
     assert permutation_p(a, b) == pytest.approx(count / math.comb(8, 4))
     assert permutation_p([1.0, 1.0], [1.0, 1.0]) == 1.0  # no difference: every relabelling as extreme
+
+
+def test_a_sampled_permutation_p_counts_the_observed_labelling_and_is_never_zero():
+    # 20 + 20 values: C(40, 20) relabellings are too many to enumerate, so 2,000 are sampled; none is as extreme
+    # as two arms that do not overlap, and the p-value is the observed labelling's own share
+    a, b = [100.0 + i for i in range(20)], [float(i) for i in range(20)]
+    assert permutation_p(a, b, limit=2000) == pytest.approx(1 / 2001)
+    assert format_p(1 / 2001) == "5.0e-04" and format_p(0.0123) == "0.012"
 
 
 def test_the_bootstrap_ci_brackets_the_difference_and_shrinks_with_the_spread():
