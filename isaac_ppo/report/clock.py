@@ -81,7 +81,9 @@ def summarise_arm(runs: Sequence[Sequence[Dict[str, Any]]], thresholds: Sequence
         totals["env_steps"] += rows[-1].get("env_steps", 0) if rows else 0
     whole = totals["clock"] or 1.0
     shares = {k: round(totals[k] / whole, 3) for k in ("collect", "update", "evaluation")}
-    shares["rest"] = round(1.0 - sum(shares.values()), 3)
+    # the rest is what the clock holds beyond the three timed parts; their rounding (or their timers overlapping the
+    # clock's by a few ms) can leave it a hair below 0, which a table would print as "-0%"
+    shares["rest"] = max(0.0, round(1.0 - sum(shares.values()), 3))
     out["time_shares"] = shares
     out["env_steps_per_s"] = round(totals["env_steps"] / whole)
     # episodes ended by a diverged simulation (left out of training), per million env steps of the arm's runs

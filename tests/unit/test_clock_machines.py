@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from isaac_ppo.report.clock import machine_label, write
 
 FAST = {"cpu": "Fast CPU", "vector": ["avx2", "avx512f"], "cores": 2, "torch": "2.13.0+cpu"}
@@ -52,3 +54,12 @@ def test_runs_on_one_machine_kind_get_one_table(tmp_path):
 def test_a_machine_label_names_the_cpu_its_vector_units_and_cores():
     assert machine_label(FAST) == "Fast CPU, avx2+avx512f, 2 cores"
     assert machine_label(None) == "(not recorded)"
+
+
+def test_the_rest_of_the_clock_is_never_below_zero():
+    """Timers that overlap the clock by a few ms (or the shares' rounding) once printed a "-0%" rest."""
+    from isaac_ppo.report.clock import summarise_arm
+
+    rows = [{"iteration": 1, "env_steps": 1000, "wall_s": 10.0, "collect_s": 7.0006, "update_s": 3.0006}]
+    shares = summarise_arm([rows], [3000], [])["time_shares"]
+    assert shares["rest"] == 0.0 and shares["collect"] + shares["update"] == pytest.approx(1.0, abs=0.002)
