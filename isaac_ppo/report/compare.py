@@ -276,10 +276,10 @@ def plot(comparisons: Sequence[Dict[str, Any]], path: str) -> Optional[str]:
     axes.set_yticklabels([f"{c['claim']}: {c['a']} vs {c['b']} ({c['metric']})" for c in reversed(tested)],
                          fontsize=7)
     axes.axvline(0.0, color="black", linewidth=0.8)
-    axes.set_xlabel("difference a - b, % of b, 95% bootstrap CI (right: as the claim says; green supported, "
+    axes.set_xlabel("difference a - b, % of b, 95% bootstrap CI\n(right: as the claim says; green supported, "
                     "red contradicted, grey inconclusive)", fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")  # the long labels stay inside the image
     plt.close(figure)
     return path
 
