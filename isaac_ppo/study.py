@@ -378,7 +378,8 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     if budget_runs:
         from isaac_ppo.report import run_report, parse_args as report_args
 
-        written += run_report(report_args(budget_runs + ["--out", out]))
+        written += run_report(report_args(budget_runs + ["--out", out]),
+                               names={folder: records[folder]["arm"] for folder in budget_runs})
     print("[study] wrote:\n  " + "\n  ".join(written), flush=True)
     return 0
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from isaac_ppo.errors import UserError
 from isaac_ppo.report.figures import MAX_CURVE_POINTS, common_grid, diagnostic_names, group_curve, write_figures
@@ -30,6 +30,7 @@ from isaac_ppo.report.groups import (
     fill_unset_keys,
     gather,
     group_runs,
+    name_groups,
     split_keys,
     summarise_group,
 )
@@ -66,7 +67,7 @@ __all__ = [
     "PROG", "parse_args", "run_report", "main",
     "console_text", "describe", "markdown_table", "markdown_text", "table_rows", "text_table", "write_csvs",
     "MAX_CURVE_POINTS", "common_grid", "diagnostic_names", "group_curve", "write_figures",
-    "Group", "Report", "check_same_keys", "fill_unset_keys", "gather", "group_runs", "split_keys", "summarise_group",
+    "Group", "Report", "check_same_keys", "fill_unset_keys", "gather", "group_runs", "name_groups", "split_keys", "summarise_group",
     "BOOTSTRAP_CHUNK_ELEMENTS", "iqm", "stratified_bootstrap_ci", "stratified_resample_indices",
     "COMPLETE", "CRASHED", "EMPTY", "NOT_RUNS", "OUTPUT_KEYS", "STOPPED", "Run", "available_metrics", "check_metric",
     "final_value", "find_run_dirs", "load_run", "metric_series", "metric_value", "parse_overrides", "run_status",
@@ -93,12 +94,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def run_report(args: argparse.Namespace) -> List[str]:
-    """Gather, print and write the report; the paths written."""
+def run_report(args: argparse.Namespace, names: Optional[Dict[str, str]] = None) -> List[str]:
+    """Gather, print and write the report; the paths written. `names` (run folder -> name) labels the groups
+    whose runs share one name by it (a study's arms) instead of by their overrides."""
     if args.reps < 1:
         raise UserError(f"--reps {args.reps}: needs at least 1 resample")
     out = args.out if args.out is not None else os.path.join(args.dirs[0], "report")
     report = gather(args.dirs, args.metric, args.reps, args.seed, skip=[out])
+    if names:
+        name_groups(report.groups, names)
     print(console_text(report))
     os.makedirs(out, exist_ok=True)
     figures, notes = write_figures(report, out)

@@ -107,7 +107,8 @@ def _plot_final(plt: Any, report: Report, out: str) -> str:
         x = [position(g.values[key]) for g in members]
         y = np.array([g.iqm for g in members])
         err = np.array([[g.iqm - g.ci[0] for g in members], [g.ci[1] - g.iqm for g in members]])
-        label = ", ".join(f"{k}={v}" for k, v in zip(others, combination)) or None
+        label = ", ".join(g.name for g in members) if all(g.name for g in members) else (
+            ", ".join(f"{k}={v}" for k, v in zip(others, combination)) or None)
         ax.errorbar(x, y, yerr=np.clip(err, 0, None), marker="o", capsize=3, lw=1.2, label=label)
     if log2:
         ax.set_xscale("log", base=2)
@@ -118,7 +119,7 @@ def _plot_final(plt: Any, report: Report, out: str) -> str:
     ax.set_ylabel(f"final IQM {report.metric}")
     ax.set_title(f"final {report.metric} vs {key} (95% bootstrap CI)", fontsize=10)
     if others and ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below: never over a point
     ax.grid(alpha=0.3)
     return _save(plt, figure, os.path.join(out, f"final_vs_{_file_part(key)}.png"))
 

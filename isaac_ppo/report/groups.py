@@ -33,10 +33,20 @@ class Group:
     wall_s: float = math.nan  # mean wall time of the runs in the statistics
     # time to solve, per threshold: (runs that reached it, runs in the statistics, IQM seconds, its 95% CI)
     solve: Dict[float, Tuple[int, int, float, Tuple[float, float]]] = field(default_factory=dict)
+    name: str = ""  # a caller's name for the group (a study's arm), shown instead of its overrides
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.values.items()) or "all"
+        return self.name or ", ".join(f"{k}={v}" for k, v in self.values.items()) or "all"
+
+
+def name_groups(groups: Sequence[Group], names: Dict[str, str]) -> None:
+    """Name each group whose runs all carry one name in `names` (run folder -> name, e.g. a study's arms)."""
+    by_path = {os.path.realpath(path): name for path, name in names.items()}
+    for group in groups:
+        found = {by_path.get(os.path.realpath(run.path)) for run in group.runs}
+        if len(found) == 1 and None not in found:
+            group.name = found.pop()
 
 
 def fill_unset_keys(runs: Sequence[Run]) -> None:

@@ -430,3 +430,20 @@ def test_time_to_solve_per_threshold_with_a_ci_over_the_runs_that_reached_it(tmp
         table = {row["scheduler.num_envs"]: row for row in csv.DictReader(f)}
     assert table["128"]["time_to_475_reached"] == "2" and float(table["128"]["time_to_475_iqm_s"]) == 45.0
     assert float(table["256"]["time_to_475_iqm_s"]) == 33.0 and table["256"]["time_to_1000_reached"] == "0"
+
+
+def test_a_study_names_its_groups_by_arm(sweep):
+    """The study report passes run folder -> arm: groups whose runs share one arm are labelled by it (figures,
+    legends), not by their override strings; a group whose runs carry no name or two names keeps its overrides."""
+    from isaac_ppo.report.groups import name_groups
+
+    report = gather([str(sweep)], reps=50)
+    big, small = sorted(report.groups, key=lambda g: -int(g.values["scheduler.num_envs"]))
+    names = {run.path: "wide" for run in big.runs}
+    names.update({run.path: "narrow" for run in small.runs[:2]})
+    name_groups(report.groups, names)
+    assert big.label == "wide"
+    assert small.label == "scheduler.num_envs=128"  # two of its runs unnamed: not every run is "narrow"
+    names.update({run.path: "other" for run in small.runs[2:]})
+    name_groups(report.groups, names)
+    assert small.label == "scheduler.num_envs=128"  # two names: no one name fits
