@@ -180,7 +180,10 @@ def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000,
             if value is not None:
                 xs.append(value)
                 ys.append(final)
-        row = {"diagnostic": name, "at_fraction": fraction, "runs": len(xs), "spearman": None, "p_permutation": None}
+        # how many different values the runs gave: a Spearman over a signal nearly every run shares ranks by its
+        # few exceptions (or by a grouping of the runs), which the correlation alone does not show
+        row = {"diagnostic": name, "at_fraction": fraction, "runs": len(xs), "distinct": len(set(xs)),
+               "spearman": None, "p_permutation": None}
         if len(xs) < 3:
             row["note"] = f"{len(xs)} runs measured it (needs 3)"
         elif len(set(xs)) == 1:  # no ranking to correlate (e.g. no dormant unit in any run): said, not a NaN
@@ -297,12 +300,12 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
         lines.append(f"| {c['claim']} | {c['a']} vs {c['b']} | {c['metric']} | a {'>' if c['expect'] == 'greater' else '<'} b | "
                      + " | ".join(cells) + f" | {c['runs'][0]} + {c['runs'][1]} | {c['verdict']}{_flagged_note(c)} |")
     if predictions:
-        lines += ["", "| diagnostic (at a fraction of the budget) | runs | Spearman with the final return "
-                  "| p (permutation) | p, Holm over the tested rows |", "|---|---|---|---|---|"]
+        lines += ["", "| diagnostic (at a fraction of the budget) | runs | distinct values | Spearman with the final "
+                  "return | p (permutation) | p, Holm over the tested rows |", "|---|---|---|---|---|---|"]
         for p in predictions:
             measured = [p["note"], "", ""] if p["spearman"] is None else [
                 f"{p['spearman']:+.3f}", format_p(p['p_permutation']), format_p(p['p_holm'])]
-            row = [f"{p['diagnostic']} (at {p['at_fraction']:g})", str(p["runs"])] + measured
+            row = [f"{p['diagnostic']} (at {p['at_fraction']:g})", str(p["runs"]), str(p.get("distinct", ""))] + measured
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

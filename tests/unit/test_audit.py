@@ -66,6 +66,7 @@ def test_predict_ranks_runs_by_the_stress_share(tmp_path):
     stress, rank = out
     assert stress["diagnostic"] == ADAPTIVE_STRESS and stress["runs"] == 3
     assert stress["spearman"] == pytest.approx(-1.0)
+    assert stress["distinct"] == 3 and rank["distinct"] == 2
     assert rank["spearman"] == pytest.approx(math.sqrt(3) / 2)  # at 30% the ranks are 20, 20, 40: a tie
 
 
@@ -81,7 +82,7 @@ def test_a_diagnostic_the_same_in_every_run_is_said_so_not_a_nan(tmp_path):
         folders.append(str(folder))
     dormant, = predict({"arm": folders}, {"diagnostics": ["dormant_fraction"], "at_fraction": 0.3}, reps=50)
     assert dormant["spearman"] is None and dormant["p_permutation"] is None
-    assert dormant["note"] == "the same in every run (0.1): it ranks nothing"
+    assert dormant["note"] == "the same in every run (0.1): it ranks nothing" and dormant["distinct"] == 1
     json.dumps(dormant, allow_nan=False)
     few, = predict({"arm": folders[:2]}, {"diagnostics": ["feature_rank"], "at_fraction": 0.3}, reps=50)
     assert few["spearman"] is None and few["note"] == "2 runs measured it (needs 3)"
