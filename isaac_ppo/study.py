@@ -153,8 +153,9 @@ def archived_folder(study: Dict[str, Any], arm: str, seed: int) -> Optional[str]
 
 
 def finished_folder(root: str, study: Dict[str, Any], arm: str, seed: int) -> Optional[str]:
-    """Where the finished run (arm, seed) is read from: its run folder, else the archive; None if unfinished."""
-    for folder in (run_folder(root, arm, seed), archived_folder(study, arm, seed)):
+    """Where the finished run (arm, seed) is read from: the archive, else its run folder; None if unfinished. The
+    archive first: it is what git carries, so a report reads the same runs on every checkout."""
+    for folder in (archived_folder(study, arm, seed), run_folder(root, arm, seed)):
         if folder and os.path.isfile(os.path.join(folder, DONE)):
             return folder
     return None

@@ -122,10 +122,17 @@ def write_csvs(report: Report, out: str) -> List[str]:
         writer.writerow(["folder", "group", "seed", "status", f"final_{report.metric}", "env_steps", "wall_s"])
         for group in report.groups:
             for run in group.runs:
-                writer.writerow([run.path, group.label, run.seed if run.seed is not None else "", run.detail,
+                writer.writerow([_shown_path(run.path), group.label, run.seed if run.seed is not None else "", run.detail,
                                  _raw(run_final(run, report.metric)), _raw(run.env_steps),
                                  _raw(run.wall_s)])
     return [groups_path, runs_path]
+
+
+def _shown_path(path: str) -> str:
+    """A run folder below the working directory as a relative path (a report committed beside its runs names them
+    the same on every checkout), any other as given."""
+    relative = os.path.relpath(os.path.abspath(path))
+    return path if relative.startswith("..") else relative
 
 
 # ------------------------------------------------------------------------------------------ formatting

@@ -447,3 +447,11 @@ def test_a_study_names_its_groups_by_arm(sweep):
     names.update({run.path: "other" for run in small.runs[2:]})
     name_groups(report.groups, names)
     assert small.label == "scheduler.num_envs=128"  # two names: no one name fits
+
+
+def test_runs_below_the_working_directory_are_listed_by_relative_path(sweep, capsys, monkeypatch):
+    """A report committed beside its runs (a study's archive) names them as every checkout has them."""
+    monkeypatch.chdir(sweep.parent)
+    run_main(["multirun", "--reps", "50", "--out", "out"], capsys)
+    folders = [row["folder"] for row in read_csv(sweep.parent / "out" / "runs.csv")]
+    assert len(folders) == 8 and all(f.startswith("multirun" + os.sep) for f in folders)
