@@ -12,13 +12,15 @@ from isaac_ppo.report.runs import EVAL_METRIC, TRAINING_METRIC, _fmt_steps, run_
 
 def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
     """The summary table as (headers, formatted cells), shared by the console and report.md."""
-    keys = report.swept or ["group"]
+    named = any(group.name for group in report.groups)  # a study's arms: their names lead each row
+    keys = (["name"] if named else []) + (report.swept or ([] if named else ["group"]))
     thresholds = sorted({t for group in report.groups for t in group.solve})
     headers = keys + ["runs", f"IQM {report.metric}", "95% CI", "env steps", "wall"] + [
         f"time to {_fmt_value(t)} (IQM [CI], reached)" for t in thresholds]
     rows = []
     for group in report.groups:
-        cells = [group.values[k] for k in report.swept] if report.swept else ["all"]
+        cells = [group.values[k] for k in report.swept] if report.swept else ([] if named else ["all"])
+        cells = ([group.name or "-"] if named else []) + cells
         complete = sum(run.complete for run in group.runs)
         cells.append(f"{complete}/{len(group.runs)}")
         if group.used:
@@ -33,6 +35,11 @@ def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
             cells.append(f"{timing}{reached}/{runs}")
         rows.append(cells)
     return headers, rows
+
+
+def _key_columns(report: Report) -> int:
+    """How many leading columns name the group (left-aligned): its name, if any, and the swept keys."""
+    return max(1, any(group.name for group in report.groups) + len(report.swept))
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int) -> str:
@@ -73,7 +80,7 @@ def console_text(report: Report) -> str:
     if report.common:
         parts.append("common settings: " + " ".join(f"{k}={v}" for k, v in report.common.items()))
     parts.append("")
-    parts.append(text_table(headers, rows, left=max(1, len(report.swept))))
+    parts.append(text_table(headers, rows, left=_key_columns(report)))
     left_out = report.left_out
     if left_out:
         parts.append("")
@@ -88,7 +95,7 @@ def markdown_text(report: Report, figures: Sequence[str]) -> str:
     parts = ["# isaac-ppo report", "", describe(report) + ".", ""]
     if report.common:
         parts += ["Common settings: " + ", ".join(f"`{k}={v}`" for k, v in report.common.items()), ""]
-    parts += [markdown_table(headers, rows, left=max(1, len(report.swept))), ""]
+    parts += [markdown_table(headers, rows, left=_key_columns(report)), ""]
     left_out = report.left_out
     if left_out:
         parts += [f"Not in the statistics ({len(left_out)} of {len(report.runs)} runs):", ""]

@@ -455,3 +455,15 @@ def test_runs_below_the_working_directory_are_listed_by_relative_path(sweep, cap
     run_main(["multirun", "--reps", "50", "--out", "out"], capsys)
     folders = [row["folder"] for row in read_csv(sweep.parent / "out" / "runs.csv")]
     assert len(folders) == 8 and all(f.startswith("multirun" + os.sep) for f in folders)
+
+
+def test_named_groups_lead_the_summary_table_with_their_names(sweep):
+    from isaac_ppo.report.groups import name_groups
+    from isaac_ppo.report.tables import table_rows
+
+    report = gather([str(sweep)], reps=50)
+    name_groups(report.groups, {run.path: f"arm{run.overrides['scheduler.num_envs']}"
+                                for group in report.groups for run in group.runs})
+    headers, rows = table_rows(report)
+    assert headers[:3] == ["name", "scheduler.num_envs", "runs"]
+    assert sorted(row[0] for row in rows) == ["arm1024", "arm128"] and all(row[0][3:] == row[1] for row in rows)
