@@ -106,8 +106,13 @@ def permutation_p(a: Sequence[float], b: Sequence[float], limit: int = 20000, se
         mask[chosen] = True
         count += 1
         hits += abs(pooled[mask].mean() - pooled[~mask].mean()) >= observed - 1e-12
-    # exact: the observed labelling is among those counted; sampled: count it in, so p is never 0 (Phipson & Smyth)
-    return hits / count if exact else (hits + 1) / (count + 1)
+    return hits / count if exact else sampled_p(hits, count)  # exact: the observed labelling is among those counted
+
+
+def sampled_p(hits: int, draws: int) -> float:
+    """A permutation p-value from `draws` random permutations, `hits` of them as extreme as the observed one: the
+    observed order counts as one more, so the p-value is never 0 (Phipson & Smyth 2010)."""
+    return (hits + 1) / (draws + 1)
 
 
 def verdict(low: float, high: float, expect: str) -> str:
@@ -186,15 +191,14 @@ def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000,
                "spearman": None, "p_permutation": None}
         if len(xs) < 3:
             row["note"] = f"{len(xs)} runs measured it (needs 3)"
-        elif len(set(xs)) == 1:  # no ranking to correlate (e.g. no dormant unit in any run): said, not a NaN
+        elif row["distinct"] == 1:  # no ranking to correlate (e.g. no dormant unit in any run): said, not a NaN
             row["note"] = f"the same in every run ({xs[0]:g}): it ranks nothing"
         else:
             rho = spearman(xs, ys)
             rng = np.random.default_rng(seed)
             null = [spearman(xs, list(rng.permutation(ys))) for _ in range(reps)]
             hits = sum(abs(r) >= abs(rho) - 1e-12 for r in null)
-            # the observed order counts as one of the permutations, so a sampled p is never 0 (Phipson & Smyth 2010)
-            row.update(spearman=rho, p_permutation=(hits + 1) / (reps + 1))
+            row.update(spearman=rho, p_permutation=sampled_p(hits, reps))
         out.append(row)
     holm([row for row in out if row["p_permutation"] is not None])
     return out

@@ -12,8 +12,8 @@ from isaac_ppo.report.runs import EVAL_METRIC, TRAINING_METRIC, _fmt_steps, run_
 
 def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
     """The summary table as (headers, formatted cells), shared by the console and report.md."""
-    named = any(group.name for group in report.groups)  # a study's arms: their names lead each row
-    keys = (["name"] if named else []) + (report.swept or ([] if named else ["group"]))
+    keys = _key_headers(report)
+    named = keys[0] == "name"
     thresholds = sorted({t for group in report.groups for t in group.solve})
     headers = keys + ["runs", f"IQM {report.metric}", "95% CI", "env steps", "wall"] + [
         f"time to {_fmt_value(t)} (IQM [CI], reached)" for t in thresholds]
@@ -37,9 +37,11 @@ def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
     return headers, rows
 
 
-def _key_columns(report: Report) -> int:
-    """How many leading columns name the group (left-aligned): its name, if any, and the swept keys."""
-    return max(1, any(group.name for group in report.groups) + len(report.swept))
+def _key_headers(report: Report) -> List[str]:
+    """The leading columns that name each group (left-aligned): its name when groups are named (a study's arms),
+    then the swept keys; "group" when there is neither."""
+    named = any(group.name for group in report.groups)
+    return (["name"] if named else []) + (report.swept or ([] if named else ["group"]))
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int) -> str:
@@ -80,7 +82,7 @@ def console_text(report: Report) -> str:
     if report.common:
         parts.append("common settings: " + " ".join(f"{k}={v}" for k, v in report.common.items()))
     parts.append("")
-    parts.append(text_table(headers, rows, left=_key_columns(report)))
+    parts.append(text_table(headers, rows, left=len(_key_headers(report))))
     left_out = report.left_out
     if left_out:
         parts.append("")
@@ -95,7 +97,7 @@ def markdown_text(report: Report, figures: Sequence[str]) -> str:
     parts = ["# isaac-ppo report", "", describe(report) + ".", ""]
     if report.common:
         parts += ["Common settings: " + ", ".join(f"`{k}={v}`" for k, v in report.common.items()), ""]
-    parts += [markdown_table(headers, rows, left=_key_columns(report)), ""]
+    parts += [markdown_table(headers, rows, left=len(_key_headers(report))), ""]
     left_out = report.left_out
     if left_out:
         parts += [f"Not in the statistics ({len(left_out)} of {len(report.runs)} runs):", ""]
