@@ -7,12 +7,16 @@
 # The words before "--" are the command and its default overrides; the words after it are what was typed
 # after the image name (`docker run IMAGE task=Ant -m seed=0,1`). Hydra's command line takes its flags (-m,
 # --cfg job, --info, ...) before or after all the overrides, never between them ("unrecognized arguments"),
-# so this runs
+# and a flag with an optional value (--info [defaults]) takes the next word as its value when that word is one
+# of the values it accepts and fails on any other word ("invalid choice: 'sim=mujoco'"). So this runs
 #
-#   COMMAND  <the user's flags>  <the defaults the user did not override>  <the user's overrides>
+#   COMMAND  <the defaults the user did not override>  <the user's overrides>  <the user's flags>
 #
-# and a default is dropped when the user sets the same key (sim=mujoco replaces sim=isaacgym). A first word
-# that is a program on PATH (bash, python, isaac-ppo-report, ...) runs that program instead.
+# the flags last, in the order typed, each with its value when one was typed: no default ever lands after a
+# flag as its value. A default is dropped when the user sets the same key (sim=mujoco replaces sim=isaacgym),
+# and all of them are dropped for --hydra-help, which composes Hydra's own config without the application's
+# (a default such as sim=mujoco would fail it: "Could not override 'sim'"). A first word that is a program on
+# PATH (bash, python, isaac-ppo-report, ...) runs that program instead.
 #
 # In NGC images (docker/Dockerfile.isaacgym) the command starts through NVIDIA's own entrypoint, as it would
 # without ours: its driver checks, CUDA forward compatibility on older data-center drivers, its banner.
@@ -108,9 +112,16 @@ while [ "$#" -gt 0 ]; do
   esac
 done
 
-argv=("${command_and_defaults[0]}" ${flags[@]+"${flags[@]}"})
+hydra_help=false
+for word in ${flags[@]+"${flags[@]}"}; do
+  if [ "$word" = --hydra-help ]; then
+    hydra_help=true
+  fi
+done
+
+argv=("${command_and_defaults[0]}")
 for default in ${command_and_defaults[@]+"${command_and_defaults[@]:1}"}; do
-  overridden=false
+  overridden="$hydra_help"
   for word in ${overrides[@]+"${overrides[@]}"}; do
     if [ "$(key_of "$word")" = "$(key_of "$default")" ]; then
       overridden=true
@@ -121,7 +132,7 @@ for default in ${command_and_defaults[@]+"${command_and_defaults[@]:1}"}; do
     argv+=("$default")
   fi
 done
-argv+=(${overrides[@]+"${overrides[@]}"})
+argv+=(${overrides[@]+"${overrides[@]}"} ${flags[@]+"${flags[@]}"})
 
 # A mounted runs/ this uid cannot write (`docker run` without --user on a folder the image's user does not
 # own): training stops with "runs_dir=runs cannot be written"; say which uid owns it and how to run as it.
@@ -133,7 +144,8 @@ for word in ${overrides[@]+"${overrides[@]}"}; do
 done
 if [ "$runs_dir_set" = false ] && [ -d runs ] && [ ! -w runs ]; then
   echo "isaac-ppo-entrypoint: $PWD/runs (owner $(stat -c %u:%g runs)) is not writable by uid $(id -u):" \
-       "run the container as the folder's owner (docker run --user \"\$(id -u):\$(id -g)\" ...)," \
-       "or build the image with --build-arg USER_UID=\$(id -u)" >&2
+       "run the container as the folder's owner (docker run --user \"\$(id -u):\$(id -g)\" ..., which works" \
+       "for root too), or build the image with --build-arg USER_UID=\$(id -u) (for root that is 0: the image" \
+       "then runs as root)" >&2
 fi
 launch "${argv[@]}"

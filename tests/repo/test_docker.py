@@ -205,6 +205,94 @@ def test_runs_as_a_non_root_user_set_after_the_installs(name: str, request: pyte
     assert uid and int(uid.group(1)) != 0
 
 
+FAKE_USERADD = """\
+import sys
+from pathlib import Path
+
+passwd = Path(sys.argv[1])
+args, options, name = sys.argv[2:], {}, None
+while args:
+    word = args.pop(0)
+    if word in ("--uid", "-u", "--gid", "-g", "--shell", "-s"):
+        options[word.lstrip("-")[0]] = args.pop(0)
+    elif word in ("--non-unique", "-o", "--create-home", "-m"):
+        options[word.lstrip("-")[0]] = True
+    else:
+        name = word
+rows = [line.split(":") for line in passwd.read_text().splitlines()]
+uid = options["u"]
+if any(row[0] == name for row in rows):
+    sys.exit(f"useradd: user '{name}' already exists")  # status 9 in shadow's useradd
+if any(row[2] == uid for row in rows) and not options.get("n"):
+    print(f"useradd: UID {uid} is not unique", file=sys.stderr)
+    sys.exit(4)
+group = passwd.with_name("group")
+if "g" in options:
+    gid = options["g"]
+else:  # a group named like the user, its gid the uid when that is free (shadow's USERGROUPS_ENAB)
+    gids = [line.split(":")[2] for line in group.read_text().splitlines()]
+    gid = uid if uid not in gids else str(max(1000, *map(int, gids)) + 1)
+    with group.open("a") as out:
+        out.write(f"{name}:x:{gid}:\\n")
+with passwd.open("a") as out:
+    out.write(f"{name}:x:{uid}:{gid}::/home/{name}:/bin/bash\\n")
+"""
+
+
+def run_user_creation(dockerfile: Dockerfile, uid: str, tmp_path: Path) -> "subprocess.CompletedProcess[str]":
+    """The final stage's RUN that makes the image's user, run by bash as Docker runs it (ARGs in the
+    environment) against a passwd file with root and a system user, useradd/getent/chown/mkdir stood in for."""
+    (creation,) = [i for i in dockerfile.stage() if i.keyword == "RUN" and "useradd" in i.args]
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n")
+    (tmp_path / "group").write_text("root:x:0:\ndaemon:x:1:\n")
+    bin_dir = tmp_path / "stub-bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "useradd.py").write_text(FAKE_USERADD)
+    stubs = {
+        "useradd": f'exec "{sys.executable}" "{bin_dir}/useradd.py" "{passwd}" "$@"',
+        "getent": f'[ "$1" = passwd ] || exit 2; awk -F: -v k="$2" \'$1 == k || $3 == k {{print; f = 1; exit}} '
+                  f'END {{exit !f}}\' "{passwd}"',
+        # chown -R USER: or USER:GROUP (the user, and the group when one is named, must exist)
+        "chown": f'spec="$2"; user="${{spec%%:*}}"; group="${{spec#*:}}"; '
+                 f'grep -q "^$user:" "{passwd}" || {{ echo "chown: invalid user: $spec" >&2; exit 1; }}; '
+                 f'[ -z "$group" ] || [ "$group" = "$spec" ] || grep -q "^$group:" "{tmp_path / "group"}" '
+                 f'|| {{ echo "chown: invalid group: $spec" >&2; exit 1; }}',
+        "mkdir": "exit 0",
+    }
+    for name, body in stubs.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    values = dockerfile.variables()
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", APP_USER=values["APP_USER"],
+               USER_UID=uid)
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", creation.args], capture_output=True, text=True,
+                            env=env, timeout=60)
+    result.passwd = passwd.read_text()  # type: ignore[attr-defined]
+    return result
+
+
+@pytest.mark.parametrize("name", ["gpu", "cpu"])
+@pytest.mark.parametrize("uid", ["1000", "0", "1"])
+def test_the_user_is_made_for_any_uid_root_and_system_uids_included(
+        name: str, uid: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """issue 41: a root caller's --build-arg USER_UID="$(id -u)" stopped the build ("useradd: UID 0 is not
+    unique", exit 4). A uid the base has gets the image's user as a second name with that uid's group."""
+    dockerfile: Dockerfile = request.getfixturevalue(name)
+    result = run_user_creation(dockerfile, uid, tmp_path)
+    assert result.returncode == 0, result.stderr
+    user = dockerfile.variables()["APP_USER"]
+    (row,) = [line.split(":") for line in result.passwd.splitlines() if line.startswith(f"{user}:")]
+    assert row[2] == uid and row[3] == {"0": "0", "1": "1"}.get(uid, uid), row
+
+
+def test_the_default_user_is_a_new_non_root_one(cpu: Dockerfile, tmp_path: Path) -> None:
+    assert cpu.variables()["USER_UID"] == "1000"
+    result = run_user_creation(cpu, "1000", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.passwd.count(":x:1000:") == 1
+
+
 def test_gpu_image_sets_the_nvidia_environment(gpu: Dockerfile) -> None:
     env = gpu.env()
     assert env.get("NVIDIA_VISIBLE_DEVICES") == "all"
@@ -442,7 +530,7 @@ def test_dockerignore_keeps_local_state_out_and_lets_the_tarball_in() -> None:
                  "elsewhere/some.tar.gz", "isaacgym/python/setup.py"]:
         assert not in_build_context(path), path
     for path in [TARBALL, "pyproject.toml", "README.md", "isaac_ppo/train.py", "cfg/config.yaml",
-                 "tasks/assets/ant.xml", "docker/entrypoint.sh", "docker/README.md"]:
+                 "tasks/locomotion/assets/ant.xml", "docker/entrypoint.sh", "docker/README.md"]:
         assert in_build_context(path), path
 
 
@@ -497,27 +585,43 @@ def test_entrypoint_script_parses() -> None:
     subprocess.run(["bash", "-n", str(ENTRYPOINT_SCRIPT)], check=True, timeout=30)
 
 
+D = ["sim=isaacgym", "headless=true", "device=cuda"]  # the defaults the tests give the entrypoint
+
+
 @pytest.mark.parametrize("args, expected", [
-    ([], ["sim=isaacgym", "headless=true", "device=cuda"]),
-    (["task=Ant"], ["sim=isaacgym", "headless=true", "device=cuda", "task=Ant"]),
-    # Hydra's flags go first, wherever they were typed
-    (["task=Ant", "-m", "seed=0,1"], ["-m", "sim=isaacgym", "headless=true", "device=cuda", "task=Ant", "seed=0,1"]),
-    (["-m", "task=Ant"], ["-m", "sim=isaacgym", "headless=true", "device=cuda", "task=Ant"]),
-    (["task=Ant", "--cfg", "job"], ["--cfg", "job", "sim=isaacgym", "headless=true", "device=cuda", "task=Ant"]),
-    (["--cfg=job", "--resolve"], ["--cfg=job", "--resolve", "sim=isaacgym", "headless=true", "device=cuda"]),
-    (["--info", "defaults", "task=Ant"], ["--info", "defaults", "sim=isaacgym", "headless=true", "device=cuda",
-                                          "task=Ant"]),
-    (["--info", "task=Ant"], ["--info", "sim=isaacgym", "headless=true", "device=cuda", "task=Ant"]),
+    ([], D),
+    (["task=Ant"], [*D, "task=Ant"]),
+    # the defaults, then the user's overrides, then the user's flags (with their values), wherever typed
+    (["task=Ant", "-m", "seed=0,1"], [*D, "task=Ant", "seed=0,1", "-m"]),
+    (["-m", "task=Ant"], [*D, "task=Ant", "-m"]),
+    (["task=Ant", "--cfg", "job"], [*D, "task=Ant", "--cfg", "job"]),
+    (["--cfg=job", "--resolve"], [*D, "--cfg=job", "--resolve"]),
+    (["--info", "defaults", "task=Ant"], [*D, "task=Ant", "--info", "defaults"]),
+    (["--info", "task=Ant"], [*D, "task=Ant", "--info"]),
+    # issue 41: `docker run IMAGE task=Cartpole --info` gave --info a default (sim=...) as its value
+    (["task=Cartpole", "--info"], [*D, "task=Cartpole", "--info"]),
+    (["-c", "job", "--package", "agent", "task=Ant"], [*D, "task=Ant", "-c", "job", "--package", "agent"]),
+    # --hydra-help composes Hydra's own config, where no default could be overridden: none is passed
+    (["--hydra-help"], ["--hydra-help"]),
     # a key the user sets replaces the default (no duplicate overrides)
-    (["sim=mujoco", "-m", "seed=0,1"], ["-m", "headless=true", "device=cuda", "sim=mujoco", "seed=0,1"]),
+    (["sim=mujoco", "-m", "seed=0,1"], ["headless=true", "device=cuda", "sim=mujoco", "seed=0,1", "-m"]),
     (["++device=cuda:1", "~headless"], ["sim=isaacgym", "++device=cuda:1", "~headless"]),
     (["device=cuda:1,cuda:2", "sim=isaacgym"], ["headless=true", "device=cuda:1,cuda:2", "sim=isaacgym"]),
     # a program runs instead
     (["echo", "hello", "-m"], ["hello -m"]),
 ])
-def test_entrypoint_orders_flags_first_and_drops_overridden_defaults(
+def test_entrypoint_puts_defaults_first_flags_last_and_drops_overridden_defaults(
         args: List[str], expected: List[str], stand_in: Path) -> None:
     assert entrypoint(args, stand_in) == expected
+
+
+@pytest.mark.parametrize("args", [["task=Cartpole", "--info"], ["--info"], ["-i", "task=Ant"], ["-m", "--info"]])
+def test_no_default_becomes_the_value_of_a_flag(args: List[str], stand_in: Path) -> None:
+    """Hydra's --info takes the next word as its value: only a word the user typed there may follow it."""
+    out = entrypoint(args, stand_in)
+    for index, word in enumerate(out[:-1]):
+        if word.startswith("-"):
+            assert out[index + 1] not in D, out
 
 
 def test_entrypoint_starts_through_the_ngc_entrypoint_when_there_is_one(tmp_path: Path, stand_in: Path) -> None:
@@ -525,8 +629,7 @@ def test_entrypoint_starts_through_the_ngc_entrypoint_when_there_is_one(tmp_path
     ngc.write_text("#!/bin/sh\necho NGC\nexec \"$@\"\n")
     ngc.chmod(0o755)
     env = {"ISAAC_PPO_NGC_ENTRYPOINT": str(ngc)}
-    assert entrypoint(["-m", "task=Ant"], stand_in, env) == [
-        "NGC", "-m", "sim=isaacgym", "headless=true", "device=cuda", "task=Ant"]
+    assert entrypoint(["-m", "task=Ant"], stand_in, env) == ["NGC", *D, "task=Ant", "-m"]
     assert entrypoint(["echo", "hi"], stand_in, env) == ["NGC", "hi"]
 
 
@@ -589,11 +692,16 @@ def test_entrypoint_names_the_owner_of_a_runs_folder_it_cannot_write() -> None:
         shutil.rmtree(place, ignore_errors=True)
 
 
-def test_entrypoint_with_the_real_cli_lets_a_later_sim_replace_the_default(tmp_path: Path) -> None:
-    """The GPU image's defaults with the user's overrides and a flag after them, composed by the real CLI."""
+def real_train() -> Path:
     train = Path(sys.executable).with_name("isaac-ppo-train")
     if not train.exists():
         train = Path(shutil.which("isaac-ppo-train") or "isaac-ppo-train")
+    return train
+
+
+def test_entrypoint_with_the_real_cli_lets_a_later_sim_replace_the_default(tmp_path: Path) -> None:
+    """The GPU image's defaults with the user's overrides and a flag after them, composed by the real CLI."""
+    train = real_train()
     result = subprocess.run(
         ["bash", str(ENTRYPOINT_SCRIPT), str(train), "sim=isaacgym", "headless=true", "--",
          "task=Cartpole", "sim=mujoco", "--cfg", "job"],
@@ -602,6 +710,30 @@ def test_entrypoint_with_the_real_cli_lets_a_later_sim_replace_the_default(tmp_p
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)
     assert config["sim"] == "mujoco" and config["headless"] is True and config["task"]["name"] == "Cartpole"
+
+
+@pytest.mark.parametrize("args, printed", [
+    (["task=Cartpole", "--info"], "Defaults Tree"),  # was: "invalid choice: 'sim=mujoco'", exit 2
+    (["--info", "defaults", "task=Cartpole"], "Defaults List"),
+    (["--hydra-help"], "== Flags =="),  # was: "Could not override 'sim'"
+    (["-m", "task=Cartpole", "--cfg", "job"], None),  # Hydra refuses -m with --cfg: its error, not ours
+])
+def test_entrypoint_with_the_real_cli_takes_hydras_flags_with_the_cpu_images_defaults(
+        args: List[str], printed: Optional[str], tmp_path: Path) -> None:
+    """`docker run isaac-ppo:cpu ARGS...`, less Docker: the CPU image's entrypoint words and the real CLI."""
+    (cpu_entrypoint,) = Dockerfile(CPU).of("ENTRYPOINT")
+    words = cpu_entrypoint.exec_form()
+    assert words and words[1] == "isaac-ppo-train"
+    result = subprocess.run(
+        ["bash", str(ENTRYPOINT_SCRIPT), str(real_train()), *words[2:], *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=dict(os.environ, **NO_NGC),
+    )
+    if printed is None:
+        assert result.returncode != 0 and "Only one of --run, --multirun, --cfg" in result.stderr, result
+        return
+    assert result.returncode == 0, result.stderr
+    assert printed in result.stdout
+    assert not list(tmp_path.iterdir()), "printing information makes no run folder"
 
 
 def test_docker_readme_covers_running_and_the_common_failures() -> None:
