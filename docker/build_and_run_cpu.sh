@@ -5,6 +5,12 @@
 #
 #   bash docker/build_and_run_cpu.sh
 #
+# Needs: root (debootstrap and chroot make the base image; not needed when BASE_IMAGE exists), debootstrap
+# (apt-get install -y debootstrap), a running Docker engine and a client that builds with BuildKit (a Docker
+# >= 23 client with the buildx plugin, or a 20.10 client, which gets DOCKER_BUILDKIT=1; a client without buildx
+# falls back to the legacy builder, which cannot build docker/Dockerfile), python3 with pip on the host, and
+# the Debian mirror and PyPI. Each missing piece stops it with a one-line message (exit 3).
+#
 # 1. a base image: `debootstrap bookworm` from the Debian mirror apt uses here, with python3 and a venv on
 #    PATH (/opt/python), imported with `docker import` (kept: skipped when BASE_IMAGE already exists);
 # 2. torch: the host's pip downloads torch==TORCH_VERSION and its dependencies (here: the CPU build) into a
@@ -14,10 +20,12 @@
 # 4. runs: a short training and a resume (resume=auto, more iterations) with a host folder as runs/, once
 #    as the calling user (--user "$(id -u):$(id -g)") and once as a non-root uid (1234) that owns its folder;
 #    checks the exit statuses, the owner of every file written, and that metrics.jsonl goes on across the
-#    resume.
+#    resume;
+# 5. Hydra's flags through the image's entrypoint: `task=Cartpole --info`, `--info defaults task=Cartpole`,
+#    `--hydra-help`, `--cfg job task=Cartpole` must exit 0.
 #
-# Idempotent: the base image, the rootfs and the wheels are reused, the run folders are made anew. Exits 3 with
-# a message when no Docker engine answers. Settings (environment):
+# Idempotent: the base image, the rootfs and the wheels are reused, the run folders are made anew. Settings
+# (environment):
 #   WORK              scratch folder (rootfs, wheels, logs, runs)       default /var/tmp/isaac-ppo-docker
 #   IMAGE             tag of the image built                            default isaac-ppo:cpu
 #   BASE_IMAGE        the base; made with debootstrap if missing        default isaac-ppo-base:bookworm-py3.11
@@ -32,7 +40,8 @@
 #   WARP_CUDA_ARCHS   with mjwarp: CUDA archs compiled ahead of time (build arg)  default: the Dockerfile's
 #   RUN_ARGS          the training overrides   default "task=Cartpole num_envs=64 agent.minibatch_size=256"
 #   OTHER_UID         the non-root uid of the second pair of runs       default 1234
-#   DOCKER            the docker client to use                          default: the first that can build
+#   DOCKER            the docker client to use (only it)                default: the first that can build
+#   USER_UID          the image's uid (build arg; 0 makes it run as root)  default: yours; root keeps 1000
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,33 +58,45 @@ say() { printf '[build_and_run_cpu] %s\n' "$*"; }
 die() { printf '[build_and_run_cpu] ERROR: %s\n' "$1" >&2; exit "${2:-1}"; }  # MESSAGE [STATUS]
 
 # --- a Docker engine, and a client that builds with BuildKit (RUN --mount=type=secret) ---------------------
+# The legacy builder cannot build docker/Dockerfile (RUN --mount). A Docker >= 23 client builds with BuildKit
+# only through the buildx plugin: without it `docker build` falls back to the legacy builder (and
+# DOCKER_BUILDKIT=1 makes it fail: "BuildKit is enabled but the buildx component is missing"). A 20.10 client
+# has BuildKit built in behind DOCKER_BUILDKIT=1. Either way its `build --help` then lists --secret.
 
 BUILD=()
+no_engine=()
+no_buildkit=()
 pick_docker() {
-  local candidate
-  for candidate in ${DOCKER:-} docker /usr/bin/docker /usr/local/bin/docker; do
+  local candidate candidates
+  if [ -n "${DOCKER:-}" ]; then
+    candidates=("$DOCKER")
+  else
+    candidates=(docker /usr/bin/docker /usr/local/bin/docker)
+  fi
+  for candidate in "${candidates[@]}"; do
     command -v "$candidate" >/dev/null 2>&1 || continue
-    "$candidate" info >/dev/null 2>&1 || continue
-    if "$candidate" buildx version >/dev/null 2>&1; then  # Docker >= 23 with buildx: BuildKit by default
-      DOCKER="$candidate"; BUILD=("$candidate" build); return 0
+    if ! "$candidate" info >/dev/null 2>&1; then
+      no_engine+=("$candidate"); continue
     fi
-    if DOCKER_BUILDKIT=1 "$candidate" build --help 2>/dev/null | grep -q -- '--secret'; then  # 20.10
+    if DOCKER_BUILDKIT=1 "$candidate" build --help 2>/dev/null | grep -q -- '--secret'; then
       DOCKER="$candidate"; BUILD=(env DOCKER_BUILDKIT=1 "$candidate" build); return 0
     fi
+    no_buildkit+=("$candidate ($("$candidate" version --format '{{.Client.Version}}' 2>/dev/null || echo '?'))")
   done
   return 1
 }
-if ! command -v docker >/dev/null 2>&1 && [ ! -x /usr/bin/docker ] && [ -z "${DOCKER:-}" ]; then
-  die "no docker client on PATH: install Docker (Debian: apt-get install docker.io) and start dockerd" 3
-fi
 if ! pick_docker; then
-  die "no Docker engine answers (docker info fails), or no client here builds with BuildKit: start one
-  (dockerd > /tmp/dockerd.log 2>&1 &, or systemctl start docker), add buildx, or set DOCKER=/path/to/docker" 3
+  if [ "${#no_buildkit[@]}" -gt 0 ]; then
+    die "no docker client here builds with BuildKit, which docker/Dockerfile needs (RUN --mount): ${no_buildkit[*]} has no buildx plugin (\`docker buildx version\` fails), so it uses the legacy builder: install the plugin (docker-buildx-plugin from Docker's apt repository, or Debian/Ubuntu's docker-buildx), or use a Docker 20.10 client (Debian bookworm's docker.io) with DOCKER=/usr/bin/docker" 3
+  elif [ "${#no_engine[@]}" -gt 0 ]; then
+    die "no Docker engine answers \`${no_engine[0]} info\`: start one (dockerd > /tmp/dockerd.log 2>&1 &, or systemctl start docker)" 3
+  fi
+  die "no docker client${DOCKER:+ at DOCKER=$DOCKER}: install Docker (Debian: apt-get install docker.io) and start dockerd" 3
 fi
 say "docker client: $DOCKER ($("$DOCKER" version --format '{{.Client.Version}} / engine {{.Server.Version}}'))"
 
 mkdir -p "$WORK/logs"
-command -v "$HOST_PYTHON" >/dev/null 2>&1 || die "$HOST_PYTHON not found (set HOST_PYTHON to a python3 with pip)"
+command -v "$HOST_PYTHON" >/dev/null 2>&1 || die "$HOST_PYTHON not found (set HOST_PYTHON to a python3 with pip)" 3
 
 # --- 1. the base image -----------------------------------------------------------------------------------
 
@@ -95,8 +116,9 @@ DEBIAN_MIRROR="${DEBIAN_MIRROR%/}"
 
 base_seconds=0
 if [ "${REBUILD_BASE:-0}" = 1 ] || ! "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-  [ "$(id -u)" = 0 ] || die "making the base image needs root (debootstrap, chroot): run as root, or give BASE_IMAGE"
-  command -v debootstrap >/dev/null 2>&1 || die "debootstrap is missing: apt-get install -y debootstrap"
+  command -v debootstrap >/dev/null 2>&1 \
+    || die "debootstrap is missing (it makes the base image $BASE_IMAGE): apt-get install -y debootstrap" 3
+  [ "$(id -u)" = 0 ] || die "making the base image needs root (debootstrap, chroot): run as root, or give BASE_IMAGE" 3
   start=$SECONDS
   rootfs="$WORK/rootfs"
   if [ "${REBUILD_BASE:-0}" = 1 ] || [ ! -e "$rootfs/.isaac-ppo-complete" ]; then
@@ -214,7 +236,9 @@ cert="${cert:-${REQUESTS_CA_BUNDLE:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certifica
 build_args=(--network=host -f docker/Dockerfile -t "$IMAGE"
             --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "TORCH_VERSION=$TORCH_VERSION"
             --build-arg "TORCH_INDEX_URL=$TORCH_INDEX_URL")
-if [ "$(id -u)" != 0 ]; then
+if [ -n "${USER_UID:-}" ]; then
+  build_args+=(--build-arg "USER_UID=$USER_UID")
+elif [ "$(id -u)" != 0 ]; then
   build_args+=(--build-arg "USER_UID=$(id -u)")  # the image's user is you (root keeps the default 1000)
 fi
 if [ -n "${EXTRAS:-}" ]; then
@@ -311,6 +335,30 @@ if [ "$OTHER_UID" != "$(id -u)" ]; then
     say "not root: the run as uid $OTHER_UID (a folder chowned to it) is left out"
   fi
 fi
+
+# --- 5. Hydra's flags through the image's entrypoint ---------------------------------------------------------
+# --info without a value after an override (the image's defaults must not become its value), --hydra-help
+# (composes without the application's config: the defaults must not be passed), --cfg job with a flag first.
+
+flag_check() {  # EXPECTED ARG...: `docker run IMAGE ARG...` exits 0 and prints a line with EXPECTED
+  local expected="$1" out rc
+  shift
+  set +e
+  out="$("$DOCKER" run --rm --network=none "$IMAGE" "$@" 2>&1)"
+  rc=$?
+  set -e
+  if [ "$rc" = 0 ] && grep -q -- "$expected" <<< "$out"; then
+    results+=("docker run $IMAGE $*: exit 0, prints '$expected'")
+  else
+    results+=("docker run $IMAGE $*: exit $rc, '$expected' $(grep -q -- "$expected" <<< "$out" && echo printed || echo 'not printed'): $(tail -n 2 <<< "$out" | tr '\n' ' ')")
+    failures=$((failures + 1))
+  fi
+}
+say "flags: --info, --hydra-help, --cfg job through the entrypoint"
+flag_check "Defaults Tree" task=Cartpole --info
+flag_check "Defaults List" --info defaults task=Cartpole
+flag_check "== Flags ==" --hydra-help
+flag_check "^sim: mujoco" --cfg job task=Cartpole
 
 # --- figures -----------------------------------------------------------------------------------------------
 

@@ -527,7 +527,10 @@ def test_dockerignore_keeps_local_state_out_and_lets_the_tarball_in() -> None:
     for path in [".venv/bin/python", ".git/HEAD", "runs/Ant/2026-01-01_00-00-00/metrics.jsonl",
                  "runs/multirun/x/0/checkpoints/last.pt", "benchmarks/logs/ant-seed0-metrics.json",
                  "isaac_ppo/__pycache__/train.cpython-311.pyc", "isaac_ppo.egg-info/PKG-INFO",
-                 "elsewhere/some.tar.gz", "isaacgym/python/setup.py"]:
+                 "elsewhere/some.tar.gz", "isaacgym/python/setup.py",
+                 # benchmarks/: nothing the images copy (issue 41: the studies' archives went into the context)
+                 "benchmarks/RESULTS.md", "benchmarks/cpu_floor.py", "benchmarks/studies/paper_ant/runs/x/metrics.jsonl",
+                 "site/index.html"]:
         assert not in_build_context(path), path
     for path in [TARBALL, "pyproject.toml", "README.md", "isaac_ppo/train.py", "cfg/config.yaml",
                  "tasks/locomotion/assets/ant.xml", "docker/entrypoint.sh", "docker/README.md"]:
@@ -744,3 +747,61 @@ def test_docker_readme_covers_running_and_the_common_failures() -> None:
                    "--build-arg BASE_IMAGE=nvcr.io/nvidia/pytorch:21.09-py3", "not built",
                    "docker/build_and_run_cpu.sh", "id=pip_cert"]:
         assert needed in text, f"docker/README.md does not cover {needed!r}"
+
+
+# --- docker/build_and_run_cpu.sh: what it needs, said in one line (no Docker engine used) ----------------
+
+BUILD_AND_RUN = DOCKER / "build_and_run_cpu.sh"
+
+
+def fake_docker(tmp_path: Path, buildkit: bool, engine: bool = True) -> Path:
+    """A docker client: an engine that answers (or not), BuildKit (a 20.10 client, or one with buildx) or only
+    the legacy builder (a Docker >= 23 client without buildx: DOCKER_BUILDKIT=1 makes `build` fail), and no
+    image at all."""
+    path = tmp_path / "stub-bin" / "docker"
+    path.parent.mkdir(exist_ok=True)
+    legacy = ('if [ -n "${DOCKER_BUILDKIT:-}" ]; then echo "ERROR: BuildKit is enabled but the buildx component '
+              'is missing or broken." >&2; exit 1; fi; echo "  -t, --tag list"')
+    path.write_text(f"""#!/bin/sh
+case "$1" in
+  info) exit {0 if engine else 1} ;;
+  version) echo 28.2.2 ;;
+  buildx) echo "docker: 'buildx' is not a docker command." >&2; exit 1 ;;
+  build) {'echo "      --secret stringArray"' if buildkit else legacy} ;;
+  *) echo "stub docker: $*" >&2; exit 1 ;;
+esac
+""")
+    path.chmod(0o755)
+    return path
+
+
+def build_and_run(tmp_path: Path, docker: Path) -> "subprocess.CompletedProcess[str]":
+    """The script with this docker client only and no debootstrap on PATH; it must stop before it builds."""
+    dirs = [str(docker.parent)] + [d for d in os.environ["PATH"].split(os.pathsep)
+                                   if d and not (Path(d) / "debootstrap").exists()]
+    env = dict(os.environ, DOCKER=str(docker), WORK=str(tmp_path / "work"), HOST_PYTHON=sys.executable,
+               PATH=os.pathsep.join(dirs), BASE_IMAGE="isaac-ppo-test-base:none")
+    return subprocess.run(["bash", str(BUILD_AND_RUN)], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=60)
+
+
+def test_build_and_run_says_the_client_needs_buildx_for_buildkit(tmp_path: Path) -> None:
+    result = build_and_run(tmp_path, fake_docker(tmp_path, buildkit=False))
+    assert result.returncode == 3, result
+    (message,) = result.stderr.strip().splitlines()
+    for needed in ["BuildKit", "buildx", "legacy builder", "docker-buildx-plugin", "RUN --mount"]:
+        assert needed in message, message
+
+
+def test_build_and_run_says_when_no_engine_answers(tmp_path: Path) -> None:
+    result = build_and_run(tmp_path, fake_docker(tmp_path, buildkit=True, engine=False))
+    assert result.returncode == 3 and "no Docker engine answers" in result.stderr, result
+
+
+def test_build_and_run_names_debootstrap_when_it_is_missing(tmp_path: Path) -> None:
+    if shutil.which("debootstrap", path="/usr/bin:/bin"):
+        pytest.skip("debootstrap lives next to bash here; PATH cannot leave it out")
+    result = build_and_run(tmp_path, fake_docker(tmp_path, buildkit=True))
+    assert result.returncode == 3, result
+    (message,) = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert "debootstrap is missing" in message and "apt-get install -y debootstrap" in message
