@@ -3,7 +3,7 @@ timed alone on this machine, against what the runs of a study measured (collect_
 
     python benchmarks/cpu_floor.py [--task Ant] [--profile cpu] [--iterations 20] [--runs DIR ...]
 
-- physics: a bare mujoco.batch.Batch of the task's model (isaac_ppo.bench_sim.RawBatch), the iteration's
+- physics: a bare mujoco.batch.Batch of the task's model (isaac_ppo.lab.bench_sim.RawBatch), the iteration's
   num_envs x horizon steps from the env's own states, random controls, the collection's thread settings;
 - inference: the model's forward on num_envs observations, horizon times, torch_threads = collect_torch_threads;
 - update: PPO's update (the profile's epochs and minibatches) on a synthetic batch of the same size, with
@@ -25,10 +25,10 @@ import torch
 from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
 from isaac_ppo.agent.ppo import PPO
 from isaac_ppo.agent.rollout import RolloutBuffer
-from isaac_ppo.bench_sim import RawBatch
+from isaac_ppo.lab.bench_sim import RawBatch
 from isaac_ppo.envs import make
 from isaac_ppo.scheduler import Plan
-from isaac_ppo.train import compose_config
+from isaac_ppo.config.compose import compose_config
 
 
 def measured(run_globs):

@@ -9,7 +9,7 @@ mkdir -p logs
 log="$PWD/logs/diagnostics-$(date +%F).jsonl"
 runs="${1:-/tmp/isaac-ppo-diagnostics-bench}"
 for setting in off default full off default; do
-  isaac-ppo-train task=Ant sim=mujoco diagnostics=$setting max_iterations=20 save_interval=1000 \
+  isaac-ppo-train task=Ant sim=mujoco diagnostics=$setting max_iterations=20 save_interval_iterations=1000 \
     runs_dir="$runs" experiment=ant_$setting > /dev/null
   python - "$runs/ant_$setting" "$setting" <<'PY' | tee -a "$log"
 import glob, json, sys

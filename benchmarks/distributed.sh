@@ -8,7 +8,7 @@
 set -euo pipefail
 OUT=${1:-/tmp/isaac-ppo-distributed}
 rm -rf "$OUT"
-COMMON=(task=Ant sim=mujoco max_iterations=10 diagnostics=off save_interval=1000 runs_dir="$OUT")
+COMMON=(task=Ant sim=mujoco max_iterations=10 diagnostics=off save_interval_iterations=1000 runs_dir="$OUT")
 isaac-ppo-train "${COMMON[@]}" num_envs=4096 experiment=A_1x4096
 torchrun --standalone --nproc_per_node=2 -m isaac_ppo.train multi_gpu=true "${COMMON[@]}" num_envs=2048 \
   agent.minibatch_size=16384 experiment=B_2x2048

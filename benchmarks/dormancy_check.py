@@ -20,12 +20,12 @@ import sys
 import torch
 from omegaconf import OmegaConf
 
-from isaac_ppo.build import build_model
+from isaac_ppo.loop.build import build_model
 from isaac_ppo.diagnostics.metrics import dormant_fraction
 from isaac_ppo.diagnostics.probe import _capture
 from isaac_ppo.diagnostics.probe_set import StateSampler
 from isaac_ppo.envs import make
-from isaac_ppo.evaluate import first_episodes, mean_action
+from isaac_ppo.loop.evaluate import first_episodes, mean_action
 from isaac_ppo.io import checkpoint
 
 TAUS = (0.025, 0.1, 0.25)

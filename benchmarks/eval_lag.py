@@ -4,7 +4,7 @@ the evaluation costs.
     python benchmarks/eval_lag.py OUT.png [RUN_DIR]
 
 Without RUN_DIR it first trains the issue's run (Ant, 4096 envs, 200 iterations, seed 0) with an evaluation every
-10 iterations (eval.interval=655360, denser than the default 2,000,000 so that the curve has 20 points) and
+10 iterations (eval.interval_env_steps=655360, denser than the default 2,000,000 so that the curve has 20 points) and
 eval.stochastic=true, and uses that run. Then, from its metrics.jsonl and metrics.json:
 
 - one PNG: the training window's return (window_mean_return, the last 100 finished episodes), the batch's
@@ -30,7 +30,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-RUN = ["task=Ant", "sim=mujoco", "num_envs=4096", "seed=0", "max_iterations=200", "eval.interval=655360",
+RUN = ["task=Ant", "sim=mujoco", "num_envs=4096", "seed=0", "max_iterations=200", "eval.interval_env_steps=655360",
        "eval.stochastic=true", "experiment=eval_lag"]
 DEFAULT_INTERVAL = 2_000_000
 

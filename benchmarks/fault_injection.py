@@ -103,9 +103,9 @@ def kills(work: str, n: int, rng: random.Random) -> None:
     """kill -9 of a run pinned to one folder, restarted each time in place (the SLURM requeue path), then run to
     the end. Every other kill lands at a random point of the iterations after the restart's first row, the others
     the moment a checkpoint's .tmp appears (mid-write). A 1024x1024 network makes each save ~16 MB, long enough
-    to be caught writing; save_interval=1 saves every iteration."""
+    to be caught writing; save_interval_iterations=1 saves every iteration."""
     reference = os.path.join(work, "reference")
-    job = [*SMALL, "max_iterations=60", "save_interval=1", "seed=5", "agent.network.hidden=[1024,1024]"]
+    job = [*SMALL, "max_iterations=60", "save_interval_iterations=1", "seed=5", "agent.network.hidden=[1024,1024]"]
     if train(*job, f"hydra.run.dir={reference}").returncode != 0:
         raise SystemExit("the reference run failed")
     pinned = os.path.join(work, "killed")
@@ -169,7 +169,7 @@ BAD_INPUTS = [
     (["agent.minibatch_size=1000"], "minibatch"), (["scheduler=nothing"], "scheduler"),
     (["max_diverged_fraction=2"], "max_diverged_fraction"), (["diagnostics.tau=1.5"], "diagnostics.tau"),
     (["test=true"], "checkpoint"), (["resume=/nonexistent/last.pt"], "checkpoint not found"),
-    (["agent.lam=-0.1"], "agent.lam"), (["agent.clip=0"], "agent.clip"), (["save_interval=0"], "save_interval"),
+    (["agent.lam=-0.1"], "agent.lam"), (["agent.clip=0"], "agent.clip"), (["save_interval_iterations=0"], "save_interval_iterations"),
     (["max_env_steps=100"], "max_env_steps"), (["sim=isaacgym"], "Isaac Gym"),
     (["runs_dir=/etc/hostname/runs"], "runs_dir"), (["task.env.episodeLength=2.5"], "episodeLength"),
 ]
@@ -197,14 +197,14 @@ def full_disk(work: str) -> None:
     else:
         try:
             job = [*SMALL, "max_iterations=12", f"runs_dir={disk}", "experiment=full", "seed=6"]
-            result = train(*job, "save_interval=1")
+            result = train(*job, "save_interval_iterations=1")
             counts["faults_injected"] += 1
             one_line(result, 1, "No space left on device", "full disk")
             (first,) = glob.glob(os.path.join(disk, "full", "*"))
             check_folder(first)
             for numbered in glob.glob(os.path.join(first, "checkpoints", "iter_*.pt")):
                 os.remove(numbered)
-            resumed = train(*job, "resume=auto", "save_interval=100")
+            resumed = train(*job, "resume=auto", "save_interval_iterations=100")
             if resumed.returncode != 0:
                 lost(f"resume after freeing space failed: {resumed.stderr.strip()[-300:]}")
             else:
@@ -216,7 +216,7 @@ def full_disk(work: str) -> None:
         finally:
             subprocess.run(["umount", disk], capture_output=True)
     limited = os.path.join(work, "limited")
-    result = train(*SMALL, "max_iterations=6", "save_interval=3", f"runs_dir={limited}", limit_bytes=40_000)
+    result = train(*SMALL, "max_iterations=6", "save_interval_iterations=3", f"runs_dir={limited}", limit_bytes=40_000)
     counts["faults_injected"] += 1
     one_line(result, 1, "File too large", "ulimit -f")
     for folder in glob.glob(os.path.join(limited, "*", "*")):
@@ -228,13 +228,13 @@ def non_finite_and_divergence(work: str) -> None:
     in a fresh run (a resumed run keeps its checkpoint's learning rate); and exploding physics: one line, exit 2,
     the good run's checkpoints unchanged and every checkpoint left finite."""
     folder = os.path.join(work, "nan")
-    if train(*SMALL, "max_iterations=2", "save_interval=1", f"hydra.run.dir={folder}").returncode != 0:
+    if train(*SMALL, "max_iterations=2", "save_interval_iterations=1", f"hydra.run.dir={folder}").returncode != 0:
         raise SystemExit("the good run before the NaN cases failed")
     before = {p: open(p, "rb").read() for p in glob.glob(os.path.join(folder, "checkpoints", "*.pt"))}
     resume = f"resume={os.path.join(folder, 'checkpoints', 'last.pt')}"
     for overrides, words in ((["agent.reward_scale=inf", resume], "non-finite reward"),
                              (["agent.learning_rate=1e3", "agent.lr_schedule=constant"], "non-finite")):
-        result = train(*SMALL, "max_iterations=30", "save_interval=1", *overrides, f"runs_dir={work}/nan_runs")
+        result = train(*SMALL, "max_iterations=30", "save_interval_iterations=1", *overrides, f"runs_dir={work}/nan_runs")
         counts["faults_injected"] += 1
         one_line(result, 2, words, f"non-finite {overrides}")
     if {p: open(p, "rb").read() for p in before} != before:

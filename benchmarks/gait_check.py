@@ -1,8 +1,8 @@
-"""Is a trained Ant (or Humanoid) walking, or exploiting the simulator? isaac_ppo.gait.check on checkpoints: one JSON
+"""Is a trained Ant (or Humanoid) walking, or exploiting the simulator? isaac_ppo.lab.gait.check on checkpoints: one JSON
 line each with the torso speed quantiles (50/90/99%) and max over every env and step, the median reward a step, the
 simulations that diverged (stopped by the task's bounds) during the replay, and the posture (the torso's up axis on
 the world's, 5% and 50% quantiles, 1 upright; the median torso height). A walking Ant of this port moves at
-~7 m/s; see isaac_ppo/gait.py.
+~7 m/s; see isaac_ppo/lab/gait.py.
 
   python benchmarks/gait_check.py runs/study/paper_ant/runs/*/seed_*/checkpoints/last.pt [--task Ant] [--envs 64]
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from isaac_ppo.gait import LOCOMOTION, check
+from isaac_ppo.lab.gait import LOCOMOTION, check
 from isaac_ppo.tasks.base import INTEGRATORS
 
 

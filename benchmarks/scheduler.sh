@@ -27,10 +27,10 @@ for r in map(json.loads, open(run + "/metrics.jsonl")):
 PY
 }
 isaac-ppo-train task=Ant sim=mujoco scheduler=schedule scheduler.batch_size=65536 'scheduler.num_envs=[[0,2048],[3,4096]]' \
-  max_iterations=6 runs_dir="$runs" experiment=ant_schedule save_interval=1000 > /dev/null
+  max_iterations=6 runs_dir="$runs" experiment=ant_schedule save_interval_iterations=1000 > /dev/null
 summarise "$runs/ant_schedule" ant_schedule
 isaac-ppo-train task=Ant sim=mujoco scheduler=budget scheduler.batch_size=65536 scheduler.num_envs=2048 \
-  max_iterations=3 runs_dir="$runs" experiment=ant_fixed2048 save_interval=1000 > /dev/null
+  max_iterations=3 runs_dir="$runs" experiment=ant_fixed2048 save_interval_iterations=1000 > /dev/null
 summarise "$runs/ant_fixed2048" ant_fixed2048
 
 for scheduler in fixed concurrent; do

@@ -28,6 +28,11 @@ from isaac_ppo.errors import UserError
 LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
+def cores() -> int:
+    """The CPUs this process may use (the ranks of one node share them)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 class Local:
     """One process: every collective is the identity."""
 

@@ -124,7 +124,7 @@ def build_policy(checkpoint_path: str) -> Any:
     """(DeterministicPolicy, metadata) of a checkpoint, the model rebuilt and loaded as play does it."""
     from omegaconf import OmegaConf
 
-    from isaac_ppo.build import build_model
+    from isaac_ppo.loop.build import build_model
     from isaac_ppo.io import checkpoint
 
     state = checkpoint.load(checkpoint_path, "cpu")

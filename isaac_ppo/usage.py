@@ -16,7 +16,7 @@ Train PPO on an IsaacGymEnvs task, on the embedded MuJoCo ports (sim=mujoco, CPU
 Common keys: task=Ant|Cartpole|Humanoid  sim=auto|mujoco|mjwarp|isaacgym  device=cpu|cuda  num_envs=N  seed=N (-1: random)
   max_iterations=N  max_env_steps=N  agent.learning_rate=X  agent.minibatch_size=N | agent.num_mini_batches=N
   scheduler=fixed|budget|schedule|adaptive|concurrent  preset=NAME  diagnostics=default|full|off
-  eval.interval=N (env steps)  experiment=NAME  runs_dir=DIR  (train=NAME is agent=NAME, as in IsaacGymEnvs)
+  eval.interval_env_steps=N (env steps)  experiment=NAME  runs_dir=DIR  (train=NAME is agent=NAME, as in IsaacGymEnvs)
 
 Results: runs_dir/<experiment or task>/<date_time>/: metrics.jsonl (a row per iteration), metrics.json (the
 summary, with final_eval: the number to compare runs on), tb/ (TensorBoard), config.yaml, checkpoints/

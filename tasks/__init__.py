@@ -9,9 +9,9 @@ import importlib
 from typing import Any
 
 TASKS = {
-    "Cartpole": "isaac_ppo.tasks.cartpole:Cartpole",
-    "Ant": "isaac_ppo.tasks.ant:Ant",
-    "Humanoid": "isaac_ppo.tasks.humanoid:Humanoid",
+    "Cartpole": "isaac_ppo.tasks.classic.cartpole:Cartpole",
+    "Ant": "isaac_ppo.tasks.locomotion.ant:Ant",
+    "Humanoid": "isaac_ppo.tasks.locomotion.humanoid:Humanoid",
 }
 
 

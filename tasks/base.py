@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from typing import Any, Dict, Mapping, Tuple, Union
 
 import torch
@@ -23,7 +24,6 @@ import torch
 from isaac_ppo.envs.contract import StepResult, check_actions, check_active, check_num_envs, nonfinite_rows
 from isaac_ppo.errors import UserError
 
-ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 INTEGRATORS = ("euler", "rk4", "implicit", "implicitfast")  # MuJoCo's, by their names in a model file
 
 
@@ -43,13 +43,19 @@ Selection = Union[slice, torch.Tensor]
 class MujocoTask:
     """A batch of MuJoCo simulations of one task behind the VecEnv contract."""
 
-    asset = ""  # model file in assets/
+    asset = ""  # model file in assets/ beside the task's module (each family keeps its models there)
     num_obs = 0
     num_actions = 0
     # derived MjData fields the task reads besides qpos/qvel (bound once, refreshed by every simulator call)
     derived_fields: Tuple[str, ...] = ()
     # per-env tensors a checkpoint carries, beside the simulation state rows, so a resumed run continues exactly
     state_buffers: Tuple[str, ...] = ("progress", "last_actions")
+
+    @classmethod
+    def asset_path(cls) -> str:
+        """The task's model file: assets/<asset> in the folder of the module that defines the task."""
+        module_file = sys.modules[cls.__module__].__file__
+        return os.path.join(os.path.dirname(os.path.abspath(module_file)), "assets", cls.asset)
 
     def __init__(self, cfg: Mapping[str, Any], num_envs: int, seed: int = 0, device: str = "cpu",
                  sim: str = "mujoco"):
@@ -72,7 +78,7 @@ class MujocoTask:
         self.max_abs_qvel = float(sim_cfg.get("max_abs_qvel", math.inf))
         self.max_abs_reward = float(sim_cfg.get("max_abs_reward", math.inf))
 
-        self.model = mujoco.MjModel.from_xml_path(os.path.join(ASSET_DIR, self.asset))
+        self.model = mujoco.MjModel.from_xml_path(self.asset_path())
         self.model.opt.timestep = float(sim_cfg["timestep"])
         if sim_cfg.get("integrator"):  # (absent or null: the model file's)
             self.model.opt.integrator = integrator(sim_cfg["integrator"])
@@ -248,9 +254,9 @@ def make_sim(sim: str, model: Any, num_envs: int, derived_fields: Tuple[str, ...
              device: torch.device) -> Any:
     """The simulator behind a task: mujoco.batch on the CPU ("mujoco"), or MuJoCo Warp on device ("mjwarp")."""
     if sim == "mjwarp":
-        from isaac_ppo.tasks.sim_warp import WarpSim
+        from isaac_ppo.tasks.sim.warp import WarpSim
 
         return WarpSim(model, num_envs, derived_fields, sim_cfg, device)
-    from isaac_ppo.tasks.sim_batch import BatchSim
+    from isaac_ppo.tasks.sim.batch import BatchSim
 
     return BatchSim(model, num_envs, derived_fields, sim_cfg)

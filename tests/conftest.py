@@ -9,7 +9,7 @@ it: physics is the same with any thread count, and torch_threads (2, the config'
 MuJoCo Warp compiles its kernels per model on first use, then caches them (from an empty cache on a quiet 2-core
 machine: Cartpole 28 s, then Ant 9 s and Humanoid 4 s more; about 2 minutes for Cartpole when the cores are busy).
 The default suite runs sim=mjwarp on Cartpole only; tests marked ``mjwarp_models`` need Ant and Humanoid too and
-run with ``--mjwarp-all-models`` (before landing a change to tasks/ or tasks/sim_warp.py).
+run with ``--mjwarp-all-models`` (before landing a change to tasks/ or tasks/sim/warp.py).
 """
 from __future__ import annotations
 

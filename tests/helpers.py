@@ -55,7 +55,8 @@ def train_in_process(runs_dir: str, *overrides: str) -> SimpleNamespace:
     folder (000, 001, ...) of its experiment. For tests about what a run does, not about the process (exit
     status, signals): a training process spends ~9 s importing torch, its optimizer's dynamo and Hydra.
     Returns the run's folder, its console output and its summary; a refusal raises UserError."""
-    from isaac_ppo.train import compose_config, run
+    from isaac_ppo.config.compose import compose_config
+    from isaac_ppo.train import run
 
     cfg = compose_config([f"runs_dir={runs_dir}", *overrides])
     experiment = os.path.join(str(runs_dir), cfg.experiment or cfg.task.name)

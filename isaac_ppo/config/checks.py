@@ -19,7 +19,7 @@ CHOICES = {
     "diagnostics.coverage_method": ("pca", "umap"),
     "agent.network.activation": ("elu", "relu", "tanh", "selu"),
 }
-POSITIVE = ("capture_video_len", "agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval", "play_episodes",
+POSITIVE = ("capture_video_len", "agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval_iterations", "play_episodes",
             "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
             "agent.max_epochs", "eval.num_envs", "agent.games_to_track", "agent.num_mini_batches")
 TASK_INTEGERS = ("task.env.numEnvs", "task.env.episodeLength")
@@ -29,7 +29,7 @@ RANGES = {
     "agent.clip": (0.0, None, False), "agent.kl_threshold": (0.0, None, False), "agent.grad_norm": (0.0, None, False),
     "agent.critic_coef": (0.0, None, True), "agent.entropy_coef": (0.0, None, True),
     "agent.bounds_loss_coef": (0.0, None, True), "max_diverged_fraction": (0.0, 1.0, True),
-    "eval.interval": (0, None, True), "seed": (-1, None, True), "capture_video_freq": (0, None, True),
+    "eval.interval_env_steps": (0, None, True), "seed": (-1, None, True), "capture_video_interval_iterations": (0, None, True),
 }
 FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 
@@ -62,8 +62,8 @@ def check(cfg: DictConfig) -> None:
         check_writable("runs_dir", cfg.runs_dir)
     if cfg.test and not cfg.checkpoint:
         raise UserError("test=true needs checkpoint=PATH (a .pt file from a run's checkpoints/)")
-    if cfg.capture_video:  # (play films its episodes; training, every capture_video_freq iterations)
-        from isaac_ppo.video import gl_backend, offscreen_gl_problem
+    if cfg.capture_video:  # (play films its episodes; training, every capture_video_interval_iterations iterations)
+        from isaac_ppo.io.video import gl_backend, offscreen_gl_problem
 
         problem = offscreen_gl_problem(gl_backend(cfg.device))
         if problem:
@@ -109,7 +109,7 @@ def check_profile(profile: str, task: str) -> None:
 
 
 def check_rl_games(cfg: DictConfig) -> None:
-    """What rl-games cannot do here (isaac_ppo/rlgames.py)."""
+    """What rl-games cannot do here (isaac_ppo/loop/rlgames.py)."""
     target = OmegaConf.select(cfg, "scheduler._target_", default=FIXED_SCHEDULER)
     mode = OmegaConf.select(cfg, "scheduler.mode", default="sync")
     if target != FIXED_SCHEDULER:
@@ -135,8 +135,8 @@ def check_rl_games(cfg: DictConfig) -> None:
 
 def check_diagnostics(diagnostics: DictConfig, hidden: list) -> None:
     """Diagnostics settings that cannot measure."""
-    if diagnostics.interval < 1:
-        raise UserError(f"diagnostics.interval={diagnostics.interval} must be at least 1")
+    if diagnostics.interval_iterations < 1:
+        raise UserError(f"diagnostics.interval_iterations={diagnostics.interval_iterations} must be at least 1")
     if not 0.0 < diagnostics.delta < 1.0:
         raise UserError(f"diagnostics.delta={diagnostics.delta} must be in (0, 1)")
     if not 0.0 <= diagnostics.tau < 1.0:

@@ -48,17 +48,17 @@ class AgentConfig:
     normalize_advantage: bool
     mixed_precision: bool
     stale_clip: str
-    max_epochs: int
+    max_epochs: int  # IsaacGymEnvs' name: PPO iterations (a batch collected and learned from), not epochs over a batch
     num_mini_batches: Optional[int] = None  # rsl_rl's form: given, the minibatch is the batch / this
     games_to_track: int = 100  # the training-return window: the last this many finished episodes (rl-games')
     name: str = "PPO"
-    backend: str = "isaac_ppo"  # isaac_ppo | rl_games (the same values trained by rl-games: isaac_ppo/rlgames.py)
+    backend: str = "isaac_ppo"  # isaac_ppo | rl_games (the same values trained by rl-games: isaac_ppo/loop/rlgames.py)
 
 
 @dataclasses.dataclass
 class DiagnosticsConfig:
     enabled: bool
-    interval: int
+    interval_iterations: int
     samples: int
     delta: float
     tau: float
@@ -72,7 +72,7 @@ class DiagnosticsConfig:
 
 @dataclasses.dataclass
 class EvalConfig:
-    interval: int
+    interval_env_steps: int
     num_envs: int
     final: bool
     stochastic: bool = False
@@ -96,7 +96,7 @@ class Config:
     test: bool
     checkpoint: str
     resume: str
-    save_interval: int
+    save_interval_iterations: int
     max_diverged_fraction: float
     play_episodes: int
     capture_video: bool
@@ -108,7 +108,7 @@ class Config:
     dist_backend: str
     # keys added since runs were first written carry their cfg/config.yaml default here too: a config.yaml from
     # before them resumes (config.resume_mismatch)
-    capture_video_freq: int = 50
+    capture_video_interval_iterations: int = 50
     capture_video_len: int = 200
     # IsaacGymEnvs' keys (config/isaacgymenvs.py)
     torch_deterministic: bool = False

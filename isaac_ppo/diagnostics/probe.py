@@ -1,6 +1,6 @@
 """The probe: when and on what the diagnostics are measured, and the hooks that borrow what they need.
 
-Every `diagnostics.interval` iterations (k % interval == 0) it samples `diagnostics.samples` states of the
+Every `diagnostics.interval_iterations` iterations (k % interval == 0) it samples `diagnostics.samples` states of the
 batch just learned from, on its own random generator (the training streams are never drawn from, so a run
 with diagnostics ends with the parameters of a run without them), and measures after the update, before the
 normalisers absorb the batch (so it sees the normalisers the update used). With `diagnostics.probe_set=PATH`
@@ -37,7 +37,7 @@ PROBE_SEED_OFFSET = 2_000_003
 class Probe:
     def __init__(self, cfg: Mapping[str, Any], model: ActorCritic, seed: int, task: str = ""):
         self.enabled = cfg["enabled"]
-        self.interval = cfg["interval"]
+        self.interval = cfg["interval_iterations"]
         self.samples = cfg["samples"]
         self.delta = cfg["delta"]
         self.tau = cfg["tau"]

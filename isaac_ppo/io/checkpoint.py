@@ -4,7 +4,7 @@ Checkpoints: one file per save, written to a temporary name and renamed, so none
 
 A checkpoint holds what a run needs to continue exactly: model (with its normalisers), optimizer and lr,
 scheduler state, every RNG state, counters, the env's state and current observations, and the resolved
-config. Files: checkpoints/iter_NNNNNN.pt every save_interval iterations and last.pt hold all of it; best.pt
+config. Files: checkpoints/iter_NNNNNN.pt every save_interval_iterations iterations and last.pt hold all of it; best.pt
 holds the policy of the best return so far (model and normalisers, with the task, shapes, config and counters),
 enough to play or to start another run from (checkpoint=), not to resume.
 """
@@ -23,10 +23,10 @@ FORMAT = "isaac-ppo-checkpoint-1"
 
 
 class Checkpointer:
-    def __init__(self, run_dir: str, save_interval: int, write: bool = True):
+    def __init__(self, run_dir: str, save_interval_iterations: int, write: bool = True):
         self.run_dir = run_dir
         self.dir = os.path.join(run_dir, "checkpoints")
-        self.save_interval = save_interval
+        self.save_interval_iterations = save_interval_iterations
         self.best_return: Optional[float] = None
         self.write = write  # False on ranks other than 0: they take part in building the state, not in saving it
 
@@ -70,12 +70,12 @@ class Checkpointer:
             os.remove(tmp)
 
     def after_iteration(self, iteration: int, state_fn: Any, policy_fn: Any, score: Optional[float]) -> None:
-        """Numbered and last checkpoints (the whole training state) every save_interval iterations; best.pt
+        """Numbered and last checkpoints (the whole training state) every save_interval_iterations iterations; best.pt
         (the policy alone, what play and checkpoint= read) whenever the score improves: the evaluation's mean
         return when the run evaluates periodically, else the training return. The whole state is not built for
         best.pt: building it waits for a batch in flight and gathers every rank's envs."""
         done = iteration + 1
-        if done % self.save_interval == 0:
+        if done % self.save_interval_iterations == 0:
             state = state_fn()
             self.save(f"iter_{done:06d}.pt", state)
             self.save("last.pt", state)
@@ -86,20 +86,6 @@ class Checkpointer:
         if score is not None and score == score and (self.best_return is None or score > self.best_return):
             self.best_return = score
             self.save("best.pt", policy_fn())
-
-
-def check_resumable(state: Mapping[str, Any], path: str, task: str, env: Any, world_size: int) -> None:
-    """Refuse, in one line, a checkpoint this run cannot continue: the policy alone, another task's, or one
-    written by another number of ranks."""
-    if "ppo" not in state:
-        raise UserError(f"checkpoint {path} holds the policy alone (best.pt): resume from last.pt or iter_*.pt")
-    if (state["num_obs"], state["num_actions"]) != (env.num_obs, env.num_actions):
-        raise UserError(f"checkpoint {path} is for {state['task']} (obs {state['num_obs']}, actions "
-                        f"{state['num_actions']}), not {task}: resume with task={state['task']}")
-    saved_world = state.get("world_size", 1)
-    if saved_world != world_size:
-        raise UserError(f"checkpoint {path} was written by {saved_world} rank(s) and this run has {world_size}: "
-                        f"resume with {saved_world} process(es) (torchrun --nproc_per_node)")
 
 
 def load_model(model: Any, state: Mapping[str, Any], path: str) -> None:
@@ -152,20 +138,3 @@ def torch_load(path: str, device: Any) -> Any:
         return torch.load(path, map_location=device, weights_only=False)
     except TypeError:  # torch < 1.13 (the Isaac Gym image) has no weights_only
         return torch.load(path, map_location=device)
-
-
-def newest_matching_last(runs_dir: str, experiment: str, mismatch: Callable[[str], Optional[str]]) -> str:
-    """resume=auto: the most recently written last.pt of this experiment's runs whose config.yaml `mismatch`
-    accepts (returns None for); a one-line refusal naming the newest candidate's difference otherwise."""
-    pattern = os.path.join(runs_dir, experiment, "*", "checkpoints", "last.pt")
-    candidates = sorted(glob.glob(pattern), key=os.path.getmtime, reverse=True)
-    if not candidates:
-        raise UserError(f"resume=auto found no {pattern}: give resume=PATH or start a new run")
-    reasons = []
-    for path in candidates:
-        reason = mismatch(os.path.join(os.path.dirname(os.path.dirname(path)), "config.yaml"))
-        if reason is None:
-            return path
-        reasons.append(reason)
-    raise UserError(f"resume=auto found {len(candidates)} run(s) of {experiment}, none with this config (the newest: "
-                    f"{reasons[0]}): give resume=PATH or start a new run")

@@ -75,7 +75,7 @@ class RunLogger:
                  max_env_steps: Optional[int] = None, videos: Optional[Any] = None, wandb: Optional[Any] = None):
         self.run_dir = run_dir
         self.wandb = wandb  # isaac_ppo.io.wandb_sink.WandbSink (wandb_activate=true): TensorBoard's scalars, or None
-        self.videos = videos  # isaac_ppo.video.TrainingVideos (capture_video=true while training), or None
+        self.videos = videos  # isaac_ppo.io.video.TrainingVideos (capture_video=true while training), or None
         self.task = task
         self.max_iterations = max_iterations
         self.max_env_steps = max_env_steps
@@ -128,7 +128,7 @@ class RunLogger:
             self._evaluation("eval/", evaluation, step)
             self._evaluation("eval_stochastic/", evaluation.get("stochastic", {}), step)
             if frames:
-                from isaac_ppo.video import tensorboard_video
+                from isaac_ppo.io.video import tensorboard_video
 
                 summary = tensorboard_video("video/env0", frames, fps=1.0 / self.videos.env.dt)
                 self.writer._get_file_writer().add_summary(summary, step)

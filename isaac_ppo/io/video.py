@@ -76,7 +76,7 @@ class VideoRecorder:
 
 
 class TrainingVideos:
-    """capture_video=true while training: after every capture_video_freq-th iteration, env 0 of an env of its own
+    """capture_video=true while training: after every capture_video_interval_iterations-th iteration, env 0 of an env of its own
     (one env, its own seed stream: the training envs are not touched) plays the current policy's mean action from
     reset for capture_video_len steps (episodes restart as they end), filmed to <run_dir>/videos/iter_NNNNNN.mp4
     and handed back as frames for TensorBoard. Only the iterations that film pay for it (the logger films, after

@@ -25,7 +25,7 @@ bootstrap CI over the seeds, or over the evaluation's episodes with one seed) be
 ``agent.max_epochs``. It prints a table, one JSON line per run, and last the comparison as one JSON object.
 
 ``sim`` steps the env with uniform random actions and, on the MuJoCo backends, the bare simulator beside it
-(isaac_ppo/bench_sim.py says how); nthread sets mujoco.batch's threads (default: one per CPU), torch_threads
+(isaac_ppo/lab/bench_sim.py says how); nthread sets mujoco.batch's threads (default: one per CPU), torch_threads
 torch's intra-op threads (default 1: what training's collection uses). On a CPU both pools share the cores.
 """
 from __future__ import annotations
@@ -81,10 +81,10 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
 
     import torch
 
-    from isaac_ppo.build import build_env_and_scheduler, build_runner
+    from isaac_ppo.loop.build import build_env_and_scheduler, build_runner
     from isaac_ppo.errors import UserError
     from isaac_ppo.io.logger import RunLogger
-    from isaac_ppo.train import compose_config
+    from isaac_ppo.config.compose import compose_config
 
     cfg = compose_config(overrides)
     torch.set_num_threads(cfg.torch_threads)
@@ -131,7 +131,7 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
         logger.close()
     if not clean:
         raise UserError(f"each of the {iterations} timed iterations evaluated or followed an evaluation: raise "
-                        "iterations= or eval.interval")
+                        "iterations= or eval.interval_env_steps")
     iteration_s = sum(clean) / len(clean)
     return {
         "bench": "train", "task": cfg.task.name, "mode": plan.mode, "num_envs": plan.num_envs,
@@ -185,7 +185,7 @@ def run_peer(backend: str, seed: int, args: Dict[str, Any], runs_dir: str) -> Di
     from isaac_ppo.errors import UserError
 
     experiment = f"peers_{backend}_s{seed}"
-    from isaac_ppo.watch import train_command
+    from isaac_ppo.lab.watch import train_command
 
     script = train_command()
     command = script + [
@@ -247,7 +247,7 @@ def evaluation_at(run: Dict[str, Any], env_steps: int) -> Optional[Dict[str, Any
 def compare_evaluations(evaluations: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The runs' evaluated return as the report states it: the IQM and its 95% stratified bootstrap CI, over the
     seeds (of each seed's mean evaluated return) with several, over the evaluation's episodes with one."""
-    from isaac_ppo.report.stats import iqm, stratified_bootstrap_ci
+    from isaac_ppo.stats import iqm, stratified_bootstrap_ci
 
     if not evaluations:
         return {"eval_return_iqm": None, "eval_ci95": None, "eval_env_steps": None, "eval_ci_over": None}
@@ -355,7 +355,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     from isaac_ppo.errors import UserError
 
-    from isaac_ppo.bench_sim import SIM_DEFAULTS, bench_sim
+    from isaac_ppo.lab.bench_sim import SIM_DEFAULTS, bench_sim
 
     try:
         if mode == "sim":

@@ -110,7 +110,7 @@ class RawWarp:
     substeps replayed as the recorded graph (a CUDA graph on the GPU), nothing else."""
 
     def __init__(self, env: Any):
-        from isaac_ppo.tasks.sim_warp import WarpSim
+        from isaac_ppo.tasks.sim.warp import WarpSim
 
         self.env = env
         self.sim = WarpSim(env.model, env.num_envs, (), env.cfg["mujoco"], env.sim_device)

@@ -5,7 +5,7 @@ IsaacGymEnvs' order), the quantity their progress reward pays for a step.
 A walking Ant of the MuJoCo port moves at ~7 m/s (its reward ~8 a step). Issue 21's study found a policy at a
 median 43 m/s: it had learned to exploit the Euler integrator's error, and its return (25,762) measured that, not a
 gait; one trained under MuJoCo's implicit integrator found implicit's (39 m/s). The port now integrates with RK4
-(tasks/assets/ant.xml), under which the same configuration walks at a speed that holds at finer steps (refine=).
+(tasks/locomotion/assets/ant.xml), under which the same configuration walks at a speed that holds at finer steps (refine=).
 Beside the speed, the posture: the 5% and 50% quantiles of the torso's up axis on the world's (1 upright) and the
 median torso height. Under RK4 a policy can still run far past its peers at a speed that holds at finer steps
 (issue 21, PROTOCOL amendment 9: a tumbling, bounding motion, not integration error); the posture says how it moves.
@@ -35,11 +35,11 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     replay it under other physics: an exploit of integration error slows as refine grows, a gait does not."""
     from omegaconf import OmegaConf
 
-    from isaac_ppo.build import build_model
+    from isaac_ppo.loop.build import build_model
     from isaac_ppo.envs.make import make
-    from isaac_ppo.evaluate import mean_action
+    from isaac_ppo.loop.evaluate import mean_action
     from isaac_ppo.io import checkpoint
-    from isaac_ppo.train import compose_config
+    from isaac_ppo.config.compose import compose_config
 
     if task not in LOCOMOTION:
         raise ValueError(f"gait check: {task} is not one of {', '.join(LOCOMOTION)}")
@@ -110,7 +110,7 @@ def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str,
     past = flagged(checked)
     replay = next(iter(checked.values()))  # (every run is replayed alike)
     lines = [f"# Gait check: each run's last policy replayed ({replay['envs']} envs x {replay['steps']} steps, "
-             "isaac_ppo/gait.py)\n",
+             "isaac_ppo/lab/gait.py)\n",
              f"Median torso speed over runs: {median:.2f} m/s; flagged: a run past {GAIT_FLAG:g}x that.\n",
              "| arm | seed | torso speed p50 / p90 / p99, m/s | max | reward a step (median) | diverged | "
              "up axis on z p5 / p50 (1 upright) | torso height p50, m | flag |",

@@ -18,18 +18,18 @@ With `archive`, a finished run's folder is also copied to <archive>/<arm>/seed_<
 TensorBoard files and videos (its rows, summary, config and study_done.json: what the report reads); a run found
 there is done on any machine that has the archive, and the report reads it from there.
 Resumable: relaunched after a kill or a time limit, the same command continues each cut run in place from its
-last.pt (isaac-ppo-train's own rule: a run folder holding a run of the same config continues it; save_interval
+last.pt (isaac-ppo-train's own rule: a run folder holding a run of the same config continues it; save_interval_iterations
 sets how much is redone) and skips the finished ones. SIGTERM or Ctrl-C stops the running run (it saves) and
 exits 75; if this process is killed outright, the run still gets SIGTERM and saves. A run killed before its first
 checkpoint has nothing to continue: its folder is started again.
 
-`report` writes <runs_dir>/study/<name>/report (or out=DIR): the clock view of every arm (isaac_ppo.report.clock:
+`report` writes <runs_dir>/study/<name>/report (or out=DIR): the clock view of every arm (isaac_ppo.lab.report.clock:
 time to each threshold, evaluation return at the marks, where the time went, evaluation return against seconds and
 against env steps), each run's rows as small JSONL (metrics/<arm>_seed_<s>.jsonl: no checkpoints), and, when runs
 ended on their budget, isaac-ppo-report's tables and figures over them.
 
 `placebo` prints an arm to add to a study: the finished run's changes of split at random iterations
-(isaac_ppo.report.placebo; draw= seeds the draw, default the run's seed).
+(isaac_ppo.lab.report.placebo; draw= seeds the draw, default the run's seed).
 """
 from __future__ import annotations
 
@@ -45,12 +45,12 @@ from typing import Any, Dict, List, Optional
 
 from isaac_ppo.config.files import cfg_dir, load_named
 from isaac_ppo.errors import UserError
-from isaac_ppo.watch import Progress, die_with_parent, read_rows, train_command
+from isaac_ppo.loop.stops import STOPPED
+from isaac_ppo.lab.watch import Progress, die_with_parent, read_rows, train_command
 
 USAGE = ("usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...] | "
          "isaac-ppo-study report STUDY [runs_dir=DIR] [out=DIR] | "
          "isaac-ppo-study placebo STUDY arm=ARM seed=S [draw=N] [runs_dir=DIR]")
-STOPPED = 75  # isaac-ppo-train after a stop signal (saved, resumable); this command too when stopped
 DONE = "study_done.json"
 NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _interrupted: List[int] = []
@@ -114,7 +114,7 @@ def load_study(name: str) -> Dict[str, Any]:
 
 def _check_comparisons(study: Dict[str, Any], where: str) -> None:
     """compare: [{claim, a, b, metric, expect}] and predict: {arms, diagnostics, at_fraction} (report/compare.py)."""
-    from isaac_ppo.report.compare import EXPECT
+    from isaac_ppo.lab.report.compare import EXPECT
 
     study.setdefault("compare", [])
     for i, spec in enumerate(study["compare"]):
@@ -267,7 +267,7 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
     if code not in (0, STOPPED, 2) or why == "stopped":
         return "stopped" if why == "stopped" else f"failed (exit {code}, log: {log.name})"
     progress.read(rows_path)
-    from isaac_ppo.report.clock import machine
+    from isaac_ppo.lab.report.clock import machine
 
     record = {"arm": arm, "seed": seed, "overrides": overrides + [f"seed={seed}"], "ended_by": why, "machine": machine(),
               "clock_s": round(progress.elapsed, 3), "env_steps": (read_rows(rows_path) or [{}])[-1].get("env_steps")}
@@ -283,11 +283,11 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
 
 
 def gait_check(folder: str) -> Optional[Dict[str, Any]]:
-    """The gait check (isaac_ppo.gait) of a locomotion run's last checkpoint, before the archive leaves the
+    """The gait check (isaac_ppo.lab.gait) of a locomotion run's last checkpoint, before the archive leaves the
     checkpoints behind: how fast the policy's torso moves, next to the return it was paid. None for other tasks."""
     from omegaconf import OmegaConf
 
-    from isaac_ppo import gait
+    from isaac_ppo.lab import gait
 
     last = os.path.join(folder, "checkpoints", "last.pt")
     config = os.path.join(folder, "config.yaml")
@@ -340,7 +340,7 @@ def run_study(study: Dict[str, Any], runs_dir: str, extra: List[str]) -> int:
 
 
 def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> int:
-    from isaac_ppo.report import clock
+    from isaac_ppo.lab.report import clock
 
     root = study_root(runs_dir, study)
     out = out or os.path.join(root, "report")
@@ -367,17 +367,17 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     checked = {folder: r["gait"] for folder, r in records.items() if "gait" in r}
     flagged: Dict[str, str] = {}  # run folder -> "arm seed s", for the runs past the gait flag
     if checked:
-        from isaac_ppo.gait import flagged as past_the_flag, write_table
+        from isaac_ppo.lab.gait import flagged as past_the_flag, write_table
 
         written.append(write_table(records, checked, out))
         flagged = {f: f"{records[f]['arm']} seed {records[f]['seed']}" for f in past_the_flag(checked)}
     if study["compare"] or study["predict"]:
-        from isaac_ppo.report import compare
+        from isaac_ppo.lab.report import compare
 
         written += compare.write(runs, study, out, flagged)
     budget_runs = [folder for folder, record in records.items() if record["ended_by"] == "budget"]
     if budget_runs:
-        from isaac_ppo.report import run_report, parse_args as report_args
+        from isaac_ppo.lab.report import run_report, parse_args as report_args
 
         written += run_report(report_args(budget_runs + ["--out", out]),
                                names={folder: records[folder]["arm"] for folder in budget_runs})
@@ -388,7 +388,7 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
 def print_placebo(study: Dict[str, Any], args: Dict[str, Any]) -> int:
     import yaml
 
-    from isaac_ppo.report.placebo import placebo_overrides
+    from isaac_ppo.lab.report.placebo import placebo_overrides
 
     try:
         seed, draw = int(args.get("seed", "")), int(args.get("draw", args.get("seed", "")))

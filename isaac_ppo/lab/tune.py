@@ -39,12 +39,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from isaac_ppo.config.files import load_named
 from isaac_ppo.errors import UserError
-from isaac_ppo.watch import Progress, die_with_parent, train_command
+from isaac_ppo.loop.stops import STOPPED
+from isaac_ppo.lab.watch import Progress, die_with_parent, train_command
 
 USAGE = ("usage: isaac-ppo-tune space=NAME trials=N study=NAME [storage=URL] [trial_cap_s=S] "
          "[TRAIN_OVERRIDE ...]")
 OWN_KEYS = ("space", "trials", "study", "storage", "trial_cap_s")
-STOPPED = 75  # the tuner was stopped by a signal; the same command resumes
 SPEC_KINDS = ("choices", "int", "float")
 _interrupted: List[int] = []
 

@@ -20,7 +20,7 @@ import torch
 
 from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.rollout import RolloutBuffer
-from isaac_ppo.collect import BackgroundCollection, Collected, SyncCollector
+from isaac_ppo.loop.collect import BackgroundCollection, Collected, SyncCollector
 from isaac_ppo.scheduler import Plan
 
 BUFFER_FIELDS = ("obs", "actions", "log_probs", "mu", "log_std", "values", "rewards", "dones")

@@ -6,37 +6,31 @@ pool on its device, and takes its share of the machine's cores; rank 0's initial
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Optional, Tuple
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from isaac_ppo import batches
+from isaac_ppo.loop import batches
 from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
-from isaac_ppo.collect import SyncCollector
+from isaac_ppo.loop.collect import SyncCollector
 from isaac_ppo.config import budgets
 from isaac_ppo.config.isaacgymenvs import isaacgym_options
 from isaac_ppo.diagnostics.probe import Probe
-from isaac_ppo.distributed import Local
-from isaac_ppo.evaluate import Evaluator
+from isaac_ppo.distributed import Local, cores
+from isaac_ppo.loop.evaluate import Evaluator
 from isaac_ppo.io import wandb_sink
 from isaac_ppo.io.checkpoint import Checkpointer
 from isaac_ppo.io.logger import RunLogger
-from isaac_ppo.runner import Runner
+from isaac_ppo.loop.runner import Runner
 from isaac_ppo.scheduler import Scheduler, build_scheduler, check_plans, pool_size
-from isaac_ppo.video import TrainingVideos
+from isaac_ppo.io.video import TrainingVideos
 
 # the collector's action noise is its own stream (it runs beside the learner's under concurrent collection)
 COLLECT_SEED_OFFSET = 1_000_003
 EVAL_SEED_OFFSET = 2_000_003  # the eval envs' resets: a stream of their own
 VIDEO_SEED_OFFSET = 3_000_017  # the training videos' env: another
-
-
-def cores() -> int:
-    """The CPUs this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def build_env_and_scheduler(cfg: DictConfig, rank: int = 0, local_ranks: int = 1,
@@ -96,14 +90,14 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     source = batches.for_mode(cfg.scheduler.get("mode", "sync"), collector, collect_threads, model,
                               lambda: build_model(cfg, env, device_))
     videos = None
-    if cfg.capture_video and cfg.capture_video_freq > 0 and comm.is_main:  # an env of its own, one env
+    if cfg.capture_video and cfg.capture_video_interval_iterations > 0 and comm.is_main:  # an env of its own, one env
         video_env = _make_env(cfg, 1, cfg.seed + VIDEO_SEED_OFFSET, device)
-        videos = TrainingVideos(video_env, run_dir, cfg.capture_video_freq, cfg.capture_video_len, model)
+        videos = TrainingVideos(video_env, run_dir, cfg.capture_video_interval_iterations, cfg.capture_video_len, model)
     logger = RunLogger(run_dir, cfg.task.name, max_iterations, max_env_steps=max_env_steps,
                        videos=videos, wandb=wandb_sink.for_run(cfg, run_dir)) if comm.is_main else None
     return Runner(
         cfg, env, model=model, ppo=ppo, probe=probe, scheduler=scheduler, collector=collector, batches=source,
-        checkpointer=Checkpointer(run_dir, cfg.save_interval, write=comm.is_main), logger=logger, comm=comm,
+        checkpointer=Checkpointer(run_dir, cfg.save_interval_iterations, write=comm.is_main), logger=logger, comm=comm,
         update_threads=max(1, cfg.torch_threads // share), budgets=(max_iterations, max_env_steps),
         evaluator=build_evaluator(cfg, env, device, comm.is_main),
     )
@@ -114,8 +108,8 @@ def build_evaluator(cfg: DictConfig, env: Any, device: Optional[str] = None, mai
     simulation per process ("Foundation object exists already. Only one instance per process can be created":
     IsaacGymEnvs issue 145, legged_gym issue 46), so its eval envs would have to live in the training sim or in
     another process."""
-    evaluates = main and (cfg.eval.interval > 0 or cfg.eval.final) and "isaacgym" not in type(env).__module__
+    evaluates = main and (cfg.eval.interval_env_steps > 0 or cfg.eval.final) and "isaacgym" not in type(env).__module__
     seed = cfg.seed + EVAL_SEED_OFFSET
     eval_env = _make_env(cfg, cfg.eval.num_envs, seed, device) if evaluates else None
     thresholds = tuple(cfg.task.get("solve_thresholds") or ())
-    return Evaluator(eval_env, cfg.eval.interval, cfg.eval.final, cfg.eval.stochastic, seed, thresholds)
+    return Evaluator(eval_env, cfg.eval.interval_env_steps, cfg.eval.final, cfg.eval.stochastic, seed, thresholds)

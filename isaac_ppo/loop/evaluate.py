@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from isaac_ppo.report.stats import iqm, stratified_bootstrap_ci
+from isaac_ppo.stats import iqm, stratified_bootstrap_ci
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
@@ -92,14 +92,14 @@ def sampled_action(model: Any, generator: torch.Generator) -> Policy:
 
 
 class Evaluator:
-    """The periodic evaluation of a training run: every `eval.interval` env steps, and once at the end when
+    """The periodic evaluation of a training run: every `eval.interval_env_steps` env steps, and once at the end when
     `eval.final`, the current policy's mean action on its own envs (eval.num_envs, their own seed stream, never
     the training envs), each counting its first episode from reset; with `eval.stochastic`, then also its sampled
     actions (noise from a stream of its own), under "stochastic". None of it touches training: separate envs,
     no gradient, no random numbers from the learner's streams.
 
     `model` is anything called on observations that returns (mean, log_std, ...): our ActorCritic, or rl-games'
-    network seen through isaac_ppo.rlgames.
+    network seen through isaac_ppo.loop.rlgames.
 
     Time to solve: for each of the task's `solve_thresholds`, the first evaluation whose mean return reached it,
     with its env steps and the run's seconds at that moment, evaluation time included (`wall_s`: the training's
@@ -107,7 +107,7 @@ class Evaluator:
 
     def __init__(self, env: Optional[Any], interval: int, final: bool, stochastic: bool = False, seed: int = 0,
                  thresholds: Tuple[float, ...] = ()):
-        self.env = env  # None: no evaluation (ranks other than 0, or eval.interval=0 and eval.final=false)
+        self.env = env  # None: no evaluation (ranks other than 0, or eval.interval_env_steps=0 and eval.final=false)
         self.interval = interval if env is not None else 0
         self.final = final and env is not None
         self.noise = torch.Generator(device=env.device).manual_seed(seed) if stochastic and env is not None else None
@@ -117,7 +117,7 @@ class Evaluator:
 
     def when_due(self, model: Any, env_steps_before: int, steps: int, iteration: int,
                  wall_s: float = 0.0) -> Optional[Dict[str, Any]]:
-        """The evaluation after update `iteration` when it took the run across a multiple of eval.interval env
+        """The evaluation after update `iteration` when it took the run across a multiple of eval.interval_env_steps env
         steps (from env_steps_before to env_steps_before + steps), else None. wall_s: the training's wall clock."""
         after = env_steps_before + steps
         if self.interval > 0 and after // self.interval > env_steps_before // self.interval:

@@ -13,17 +13,17 @@ from typing import Any, Dict, Optional
 import torch
 from omegaconf import DictConfig
 
-from isaac_ppo.build import build_model
+from isaac_ppo.loop.build import build_model
 from isaac_ppo.diagnostics import probe_set
 from isaac_ppo.errors import UserError
-from isaac_ppo.evaluate import first_episodes, mean_action, summarise
+from isaac_ppo.loop.evaluate import first_episodes, mean_action, summarise
 from isaac_ppo.io import checkpoint, rlgames_checkpoint
-from isaac_ppo.video import VideoRecorder
+from isaac_ppo.io.video import VideoRecorder
 
 
 def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[str] = None) -> Dict[str, Any]:
     """The deterministic policy (the Gaussian's mean) of a checkpoint, each env of the play set (play_episodes
-    envs) counting its first episode from reset (isaac_ppo/evaluate.py: unbiased whatever the episode lengths);
+    envs) counting its first episode from reset (isaac_ppo/loop/evaluate.py: unbiased whatever the episode lengths);
     with video_path, also record env 0 (up to its first 1000 steps) to that mp4; with cfg.save_probe_set, also
     save diagnostics.samples of the observations played (diagnostics/probe_set.py)."""
     device = torch.device(cfg.device)

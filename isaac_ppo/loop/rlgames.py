@@ -11,14 +11,14 @@ Outputs, all inside the run directory:
   RunLogger writes, plus ``"agent": "rl_games"``), ``tb/`` with our TensorBoard tags and ``config.yaml``: what
   isaac-ppo runs write, so ``isaac-ppo-report`` and TensorBoard put both agents side by side;
 - rl-games' own ``nn/`` (checkpoints: ``<Task>.pth`` whenever its mean reward improves, ``last_<Task>_ep_N_...pth``
-  every ``save_interval`` epochs and at the end) and ``summaries/`` (its TensorBoard events).
+  every ``save_interval_iterations`` epochs and at the end) and ``summaries/`` (its TensorBoard events).
 
 The numbers, on both sides. The training statistics (``episodes``, ``batch_mean_return``, the window
 ``window_mean_return`` / ``window_mean_length`` of the last ``agent.games_to_track`` finished episodes) are
 computed by the code our runner uses (``EpisodeTracker``, updated by the vec env adapter from the rewards and
 resets it hands rl-games), in env reward units (before ``agent.reward_scale``), so the two agents' columns are
-the same statistic of the same env. The evaluation (``eval`` every ``eval.interval`` env steps, ``final_eval``
-in metrics.json) is ours too (isaac_ppo.evaluate.Evaluator on envs of its own), run on rl-games' network: its
+the same statistic of the same env. The evaluation (``eval`` every ``eval.interval_env_steps`` env steps, ``final_eval``
+in metrics.json) is ours too (isaac_ppo.loop.evaluate.Evaluator on envs of its own), run on rl-games' network: its
 mean action (and with ``eval.stochastic`` its sampled actions) after rl-games' own observation normaliser, so
 the peer comparison is on the same unlagged, unbiased number. rl-games' own training number is logged beside
 them as ``rl_games_mean_return`` / ``rl_games_mean_length``: its ``game_rewards`` / ``game_lengths``
@@ -171,7 +171,7 @@ def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = 
             "score_to_win": float("inf"),
             "max_epochs": max_epochs(cfg, num_envs),
             "save_best_after": 0,
-            "save_frequency": cfg.save_interval,
+            "save_frequency": cfg.save_interval_iterations,
             "print_stats": False,
             "grad_norm": agent.grad_norm,
             "entropy_coef": agent.entropy_coef,
@@ -267,13 +267,13 @@ def _observer_class() -> Any:
                      evaluator: Any):
             super().__init__()
             self.adapter = adapter
-            self.evaluator = evaluator  # isaac_ppo.evaluate.Evaluator, on envs of its own
+            self.evaluator = evaluator  # isaac_ppo.loop.evaluate.Evaluator, on envs of its own
             self.logger = logger
             self.collect_threads = collect_threads
             self.update_threads = update_threads
             self.algo: Any = None
             self.stats: Dict[str, Any] = {}
-            self.stops = stops  # isaac_ppo.stops.StopRequests: SIGTERM, Ctrl-C, SIGUSR2
+            self.stops = stops  # isaac_ppo.loop.stops.StopRequests: SIGTERM, Ctrl-C, SIGUSR2
             self.epochs_logged = 0
             self.nn_dir: Optional[str] = None
 
@@ -392,15 +392,15 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     import yaml
     from rl_games.torch_runner import Runner
 
-    from isaac_ppo.build import build_evaluator
+    from isaac_ppo.loop.build import build_evaluator
     from isaac_ppo.io import wandb_sink
     from isaac_ppo.io.logger import RunLogger, write_config
-    from isaac_ppo.stops import StopRequests
+    from isaac_ppo.loop.stops import StopRequests
 
     params = build_params(cfg, env.num_envs, run_dir, str(getattr(env, "device", "") or cfg.device))
     write_config(run_dir, cfg)
     with open(os.path.join(run_dir, "rl_games_params.yaml"), "w") as f:
-        f.write("# rl-games' params for this run, translated from cfg.agent by isaac_ppo/rlgames.py\n")
+        f.write("# rl-games' params for this run, translated from cfg.agent by isaac_ppo/loop/rlgames.py\n")
         yaml.safe_dump({"params": params}, f, sort_keys=False)
 
     seed = cfg.seed  # rl-games seeds only a truthy seed: seed 0 is seeded here
@@ -439,7 +439,7 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
         print(f"stopped by {stops.requested} after iteration {observer.epochs_logged}; "
               f"checkpoint {summary['last_checkpoint']}")
     else:
-        from isaac_ppo.evaluate import describe_run
+        from isaac_ppo.loop.evaluate import describe_run
 
         print(f"[{cfg.task.name}] done (rl-games): {describe_run(summary, cfg.agent.games_to_track)}; "
               f"results in {run_dir}")

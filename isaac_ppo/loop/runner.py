@@ -1,8 +1,7 @@
-"""The training loop over already-built parts (isaac_ppo/build.py); it owns the counters. Per iteration k:
+"""The training loop over already-built parts (loop/build.py); it owns the counters. Per iteration k:
     plan = scheduler.plan(k, history); batch = batches.take(k, plan)  (collected now, or during update k-1)
     stats = ppo.update(batch, plan); diag = probe.measure(k, batch); eval = evaluator(...) when due
-    scheduler.observe(k, row, diag); logger.log(row); checkpointer.after_iteration(...)
-"""
+    scheduler.observe(k, row, diag); logger.log(row); checkpointer.after_iteration(...)"""
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +18,8 @@ from isaac_ppo.errors import NonFiniteError, RunFailure, UserError
 from isaac_ppo.io import checkpoint
 from isaac_ppo.io.logger import iteration_row
 from isaac_ppo.scheduler import Plan
-from isaac_ppo.stops import StopRequests
+from isaac_ppo.loop.resume import check_resumable
+from isaac_ppo.loop.stops import StopRequests
 
 
 class Runner:
@@ -224,7 +224,7 @@ class Runner:
                 "counters": {"iteration": self.iteration, "env_steps": self.env_steps, "wall_s": self.wall_s}}
 
     def load_state_dict(self, state: Mapping[str, Any], path: str) -> None:
-        checkpoint.check_resumable(state, path, self.cfg.task.name, self.env, self.comm.world_size)
+        check_resumable(state, path, self.cfg.task.name, self.env, self.comm.world_size)
         checkpoint.load_model(self.model, state, path)
         self.ppo.load_state_dict(state["ppo"])
         self.scheduler.load_state_dict(state["scheduler"])

@@ -8,6 +8,9 @@ from __future__ import annotations
 import signal
 from typing import Any, Dict, Optional
 
+# the exit status of a command that a stop signal ended early, its work saved and continued by the same command
+# (EX_TEMPFAIL of sysexits.h): isaac-ppo-train, isaac-ppo-tune and isaac-ppo-study
+STOPPED = 75
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGUSR2") if hasattr(signal, name))
 
 

@@ -26,7 +26,7 @@ What issue 21's study found (benchmarks/RESULTS.md, "The paper's question on Ant
 65,536, a constant learning rate of 1e-3, 14.7M env steps, 5 seeds per split, a 2-core CPU): the premise did not
 hold there. More envs did not learn better: 4096 x 16 ended below 256 x 256 (final evaluation 6,510 against 7,001,
 difference -490, 95% CI -802 to -210), with no higher feature rank (inconclusive) and no dormant unit in any run.
-And this rule's signal, replayed on the study's 25 fixed-split runs (isaac_ppo/report/audit.py), tells the runs
+And this rule's signal, replayed on the study's 25 fixed-split runs (isaac_ppo/lab/report/audit.py), tells the runs
 apart by nothing: every run's feature rank collapses in its first ~1M env steps and recovers slowly, the rule
 takes its reference during the collapse, and from its warmup on it is under stress in every run alike (43 of the
 first 67 iterations in 13 of the 15 runs at B = 65,536, 40 of 67 in the other two, 21 of the first 33 in all 10
@@ -207,7 +207,7 @@ class AdaptiveScheduler(Scheduler):
 
     def stress(self) -> List[str]:
         """The reasons to move up, one per stressed signal; empty when none is. Public for the audit that replays
-        this rule on a fixed run's rows (isaac_ppo.report.audit)."""
+        this rule on a fixed run's rows (isaac_ppo.lab.report.audit)."""
         reasons = []
         ema, ref = self._ema, self._ref
         if self._ready("feature_rank") and ema["feature_rank"] < (1.0 - self.rank_drop) * ref["feature_rank"]:

@@ -15,7 +15,7 @@ from typing import Tuple
 import torch
 
 from isaac_ppo.tasks.base import Selection
-from isaac_ppo.tasks.locomotion import LocomotionTask
+from isaac_ppo.tasks.locomotion.common import LocomotionTask
 
 
 class Ant(LocomotionTask):

@@ -17,7 +17,7 @@ from typing import Tuple
 import torch
 
 from isaac_ppo.tasks.base import Selection
-from isaac_ppo.tasks.locomotion import LocomotionTask
+from isaac_ppo.tasks.locomotion.common import LocomotionTask
 
 
 class Humanoid(LocomotionTask):

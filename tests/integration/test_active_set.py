@@ -7,7 +7,7 @@ import math
 import torch
 
 from isaac_ppo.agent.model import ActorCritic
-from isaac_ppo.collect import SyncCollector
+from isaac_ppo.loop.collect import SyncCollector
 from isaac_ppo.envs import make
 from isaac_ppo.scheduler import Plan
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.train import compose_config
+from isaac_ppo.config.compose import compose_config
 
 BASE = ["task=Cartpole", "sim=mujoco"]
 
@@ -69,14 +69,14 @@ def test_a_misspelt_task_on_the_command_line_is_one_line_and_exit_2(tmp_path):
 
 def test_run_directories_are_claimed_never_shared(tmp_path, monkeypatch):
     """Two runs resolving the same directory name (started in the same second) get two directories."""
-    from isaac_ppo import train
+    from isaac_ppo.config import compose
 
     base = str(tmp_path / "runs" / "Ant" / "2026-01-01_00-00-00")
-    monkeypatch.setattr(train, "_claimed", {})
-    first = train._fresh_run_dir(base)
-    assert train._fresh_run_dir(base) == first == base  # the same process: the same directory
-    monkeypatch.setattr(train, "_claimed", {})  # another process
-    assert train._fresh_run_dir(base) == base + "-2" and os.path.isdir(base + "-2")
+    monkeypatch.setattr(compose, "_claimed", {})
+    first = compose._fresh_run_dir(base)
+    assert compose._fresh_run_dir(base) == first == base  # the same process: the same directory
+    monkeypatch.setattr(compose, "_claimed", {})  # another process
+    assert compose._fresh_run_dir(base) == base + "-2" and os.path.isdir(base + "-2")
 
 
 def test_a_probe_set_that_cannot_serve_or_is_asked_of_training_is_refused_at_the_boundary(tmp_path):
@@ -98,13 +98,13 @@ def test_a_probe_set_that_cannot_serve_or_is_asked_of_training_is_refused_at_the
 
 
 def test_videos_while_training_with_rl_games_or_without_a_length_are_refused():
-    from isaac_ppo.video import gl_backend, offscreen_gl_problem
+    from isaac_ppo.io.video import gl_backend, offscreen_gl_problem
 
     if offscreen_gl_problem(gl_backend("cpu")):
         pytest.skip("no offscreen OpenGL here: capture_video=true is refused for that first")
     for override, message in (("agent.backend=rl_games", "capture_video=true while training films our learner's"),
                               ("capture_video_len=0", "capture_video_len=0 must be a positive integer"),
-                              ("capture_video_freq=-1", "capture_video_freq=-1 must be in [0, inf)")):
+                              ("capture_video_interval_iterations=-1", "capture_video_interval_iterations=-1 must be in [0, inf)")):
         with pytest.raises(UserError) as error:
             compose_config([*BASE, "capture_video=true", override])
         assert message in str(error.value), str(error.value)

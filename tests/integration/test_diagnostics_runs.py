@@ -47,7 +47,7 @@ def test_diagnostics_do_not_change_training(tmp_path):
 
 @pytest.mark.slow
 def test_default_diagnostics_land_in_metrics_tensorboard_and_a_panel(tmp_path):
-    result = train(tmp_path, *SMALL, "max_iterations=12", "diagnostics.interval=5", "experiment=d")
+    result = train(tmp_path, *SMALL, "max_iterations=12", "diagnostics.interval_iterations=5", "experiment=d")
     directory = run_dir(tmp_path, "d")
     rows = [json.loads(line) for line in open(os.path.join(directory, "metrics.jsonl"))]
     measured = [r["iteration"] for r in rows if "diagnostics" in r]
@@ -68,7 +68,7 @@ def test_default_diagnostics_land_in_metrics_tensorboard_and_a_panel(tmp_path):
 @pytest.mark.slow
 def test_diagnostics_reach_the_adaptive_scheduler(tmp_path):
     """With diagnostics every iteration and a hair-trigger rule, the ladder moves on measured values."""
-    result = train(tmp_path, *SMALL, "diagnostics.interval=1", "scheduler=adaptive", "scheduler.min_dwell=1",
+    result = train(tmp_path, *SMALL, "diagnostics.interval_iterations=1", "scheduler=adaptive", "scheduler.min_dwell=1",
                    "scheduler.warmup=1", "scheduler.rank_drop=0.0001", "scheduler.dormant_rise=0.0001",
                    "scheduler.ess_low=0.9999", "scheduler.ess_high=1.0", "max_iterations=6", "experiment=adapt",
                    "diagnostics.plot=false")
@@ -80,7 +80,7 @@ def test_diagnostics_reach_the_adaptive_scheduler(tmp_path):
 
 @pytest.mark.parametrize("override,key", [
     ("diagnostics.tau=1.5", "diagnostics.tau"), ("diagnostics.delta=2", "diagnostics.delta"),
-    ("diagnostics.interval=0", "diagnostics.interval"), ("diagnostics.samples=8", "diagnostics.samples"),
+    ("diagnostics.interval_iterations=0", "diagnostics.interval_iterations"), ("diagnostics.samples=8", "diagnostics.samples"),
     ("diagnostics.samples=many", "diagnostics.samples"),
 ])
 def test_bad_diagnostics_settings_are_one_line(tmp_path, override, key):
@@ -104,7 +104,7 @@ def test_a_probe_set_saved_by_play_is_what_runs_measure_on_and_changes_no_traini
     saved = torch.load(probe_file, weights_only=False)
     assert saved["task"] == "Cartpole" and tuple(saved["obs"].shape) == (2048, 4) and saved["source"] == source
     for name, extra in (("batch", []), ("fixed", [f"diagnostics.probe_set={probe_file}"])):
-        train(tmp_path, *SMALL, "max_iterations=3", "diagnostics.interval=1", "diagnostics.plot=false",
+        train(tmp_path, *SMALL, "max_iterations=3", "diagnostics.interval_iterations=1", "diagnostics.plot=false",
               f"experiment={name}", *extra)
     rows = {name: [json.loads(line) for line in open(os.path.join(run_dir(tmp_path, name), "metrics.jsonl"))]
             for name in ("batch", "fixed")}

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # every test here launches processes that train (
 BIN = os.path.dirname(sys.executable)
 TRAIN = os.path.join(BIN, "isaac-ppo-train")
 TORCHRUN = os.path.join(BIN, "torchrun")
-SMALL = ["task=Cartpole", "sim=mujoco", "num_envs=64", "agent.minibatch_size=256", "diagnostics.interval=2",
+SMALL = ["task=Cartpole", "sim=mujoco", "num_envs=64", "agent.minibatch_size=256", "diagnostics.interval_iterations=2",
          "diagnostics.plot=false"]  # (the end-of-run panel costs ~4 s a run: test_diagnostics_runs draws it)
 
 
@@ -54,7 +54,7 @@ def last(folder):
 
 
 def test_two_ranks_train_as_one_learner_and_resume_exactly(tmp_path):
-    straight = torchrun(tmp_path, "max_iterations=4", "save_interval=2", "experiment=straight")
+    straight = torchrun(tmp_path, "max_iterations=4", "save_interval_iterations=2", "experiment=straight")
     assert straight.returncode == 0, straight.stderr
     folder = run_dir(tmp_path, "straight")
     assert sorted(os.listdir(tmp_path / "runs")) == ["straight"]
@@ -76,7 +76,7 @@ def test_two_ranks_train_as_one_learner_and_resume_exactly(tmp_path):
     # resumed from its checkpoint of iteration 2 and run to 4 again: every rank restores its envs and streams
     middle = os.path.join(folder, "checkpoints", "iter_000002.pt")
     assert torch.load(middle, weights_only=False)["counters"]["iteration"] == 2
-    resumed = torchrun(tmp_path, "max_iterations=4", "save_interval=2", "experiment=straight", f"resume={middle}")
+    resumed = torchrun(tmp_path, "max_iterations=4", "save_interval_iterations=2", "experiment=straight", f"resume={middle}")
     assert resumed.returncode == 0, resumed.stderr
     parts = sorted(glob.glob(str(tmp_path / "runs" / "straight" / "*")))
     assert len(parts) == 2 and parts[0] == folder

@@ -89,7 +89,7 @@ def test_a_huge_finite_state_is_caught_on_its_step_and_moves_no_statistic():
     flagged in extras["diverged_envs"], and its episode enters no statistic."""
     from omegaconf import OmegaConf
 
-    from isaac_ppo.train import compose_config
+    from isaac_ppo.config.compose import compose_config
 
     task = OmegaConf.to_container(compose_config(["task=Ant", "sim=mujoco"]).task, resolve=True)
     unbounded = dict(task, mujoco=dict(task["mujoco"], max_abs_qvel=float("inf"), max_abs_reward=float("inf")))
@@ -156,19 +156,19 @@ def test_bench_train_times_iterations_without_the_evaluations_due_in_them(mode, 
     """An iteration that evaluated (1000 sequential steps of the eval envs: on a GPU as long as ~20 Ant
     iterations) is not an iteration's time, nor, concurrent, the next one, collected beside it: on the H100 an
     evaluation had passed for 0.42 s of 'glue' per iteration."""
-    from isaac_ppo.bench import bench_train
+    from isaac_ppo.lab.bench import bench_train
 
     # 64 envs x 16 = 1,024 env steps an iteration; the 4 timed iterations (after the warm-up's 1,024 steps) end
     # at 2,048 to 5,120: every 2,048 the 1st and 3rd evaluate; every 4,096 the 3rd (concurrent: and the 4th,
     # collected beside it, is left out too)
     small = ["task=Cartpole", "num_envs=64", "agent.minibatch_size=256", "sim=mujoco", "diagnostics=off",
              "task.env.episodeLength=20", "eval.num_envs=4", "scheduler.mode=" + mode]
-    result = bench_train(small + [f"eval.interval={interval}"], 4)
+    result = bench_train(small + [f"eval.interval_env_steps={interval}"], 4)
     assert (result["evaluations"], result["iterations_timed"]) == (evaluated, timed) and result["eval_s"] > 0
     assert result["iteration_s"] > 0 and result["env_steps_per_s"] == pytest.approx(1024 / result["iteration_s"],
                                                                                       rel=1e-2)
     with pytest.raises(UserError, match="each of the 2 timed iterations evaluated or followed an evaluation"):
-        bench_train(small + ["eval.interval=1024"], 2)
+        bench_train(small + ["eval.interval_env_steps=1024"], 2)
 
 
 @pytest.mark.slow

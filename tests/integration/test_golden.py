@@ -49,7 +49,7 @@ FOREIGN_REL_TOL = 2e-3  # on another CPU than the file's: measured up to 6.2e-4 
 
 
 def _cpu_model() -> str:
-    from isaac_ppo.report.clock import machine
+    from isaac_ppo.lab.report.clock import machine
 
     return machine().get("cpu") or "unknown"
 

@@ -15,7 +15,7 @@ from helpers import train_in_process
 from omegaconf import OmegaConf
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.train import compose_config
+from isaac_ppo.config.compose import compose_config
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
 SMALL = ["task=Cartpole", "sim=mujoco", "num_envs=64", "agent.minibatch_size=256", "eval.final=false",
@@ -99,13 +99,13 @@ def test_num_envs_as_isaacgymenvs_users_type_it_in_play_and_in_training(tmp_path
 
 
 def test_a_run_written_before_keys_were_added_still_resumes_at_their_defaults(tmp_path):
-    from isaac_ppo.config import resume_mismatch
+    from isaac_ppo.loop.resume import resume_mismatch
     from isaac_ppo.io.logger import write_config
 
     cfg = compose_config(SMALL)
     path = write_config(str(tmp_path), cfg)
     saved = OmegaConf.load(path)
-    for key in ("torch_deterministic", "rl_device", "capture_video_freq", "wandb_activate", "wandb_tags"):
+    for key in ("torch_deterministic", "rl_device", "capture_video_interval_iterations", "wandb_activate", "wandb_tags"):
         del saved[key]
     del saved.agent["num_mini_batches"]
     del saved.eval["stochastic"]

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from helpers import require_system
-from isaac_ppo.build import build_env_and_scheduler, build_runner
+from isaac_ppo.loop.build import build_env_and_scheduler, build_runner
 from isaac_ppo.distributed import Local
 from isaac_ppo.errors import RunFailure, UserError
 from isaac_ppo.io.checkpoint import load
 from isaac_ppo.io.logger import write_config
-from isaac_ppo.play import play
-from isaac_ppo.train import compose_config
+from isaac_ppo.loop.play import play
+from isaac_ppo.config.compose import compose_config
 
 SMALL = ["task=Cartpole", "num_envs=32", "agent.minibatch_size=128", "sim=mujoco", "diagnostics=off",
          "task.env.episodeLength=20"]
@@ -39,7 +39,7 @@ def _rows(run_dir):
 
 
 def test_train_writes_rows_checkpoints_and_a_summary(tmp_path):
-    _, _, runner, summary = _train(tmp_path, "max_iterations=4", "save_interval=2")
+    _, _, runner, summary = _train(tmp_path, "max_iterations=4", "save_interval_iterations=2")
     assert summary["iterations"] == 4 and summary["env_steps"] == 4 * 32 * 16
     assert [row["iteration"] for row in _rows(tmp_path)] == [0, 1, 2, 3]
     names = sorted(os.listdir(tmp_path / "checkpoints"))
@@ -49,7 +49,7 @@ def test_train_writes_rows_checkpoints_and_a_summary(tmp_path):
 
 def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path):
     calls = []
-    cfg, env, runner, summary = _train(tmp_path, "max_iterations=3", "save_interval=100")
+    cfg, env, runner, summary = _train(tmp_path, "max_iterations=3", "save_interval_iterations=100")
     best, last = load(str(tmp_path / "checkpoints" / "best.pt")), load(str(tmp_path / "checkpoints" / "last.pt"))
     assert summary["final_window_mean_return"] is not None
     assert "ppo" not in best and "env" not in best and "ppo" in last
@@ -138,11 +138,11 @@ def test_a_diverging_update_is_stopped_before_anything_non_finite_is_written(tmp
     huge step): the run stops at the next minibatch naming the parameter, and the checkpoints already in its
     folder (from a good run before it) are left finite and unchanged. (Not a resume: a resumed run keeps its
     checkpoint's learning rate.)"""
-    _train(tmp_path, "max_iterations=2", "save_interval=1")
+    _train(tmp_path, "max_iterations=2", "save_interval_iterations=1")
     before = {name: (tmp_path / "checkpoints" / name).read_bytes() for name in os.listdir(tmp_path / "checkpoints")}
     with pytest.raises(UserError, match=r"non-finite parameter \S+ after an optimizer step .*training stopped"):
         _train(tmp_path, "max_iterations=30", "agent.learning_rate=1e3", "agent.lr_schedule=constant",
-               "save_interval=1")
+               "save_interval_iterations=1")
     after = {name: (tmp_path / "checkpoints" / name).read_bytes() for name in os.listdir(tmp_path / "checkpoints")}
     assert after == before
     for name in after:
@@ -152,7 +152,7 @@ def test_a_diverging_update_is_stopped_before_anything_non_finite_is_written(tmp
 def test_an_update_that_ends_non_finite_stops_the_run_unsaved(tmp_path):
     """The last step of an update leaving a NaN (injected here) is caught after the update, before the row is
     logged or anything saved, naming the parameter."""
-    cfg = compose_config([*SMALL, "max_iterations=3", "save_interval=1"])
+    cfg = compose_config([*SMALL, "max_iterations=3", "save_interval_iterations=1"])
     env, scheduler = build_env_and_scheduler(cfg)
     runner = build_runner(cfg, env, str(tmp_path), scheduler)
     update = runner.ppo.update
@@ -174,7 +174,7 @@ def test_a_checkpoint_never_holds_a_non_finite_tensor(tmp_path):
     """The last guard, whatever the source: a NaN anywhere in a state is refused by name and nothing is written."""
     from isaac_ppo.io.checkpoint import Checkpointer
 
-    checkpointer = Checkpointer(str(tmp_path), save_interval=1)
+    checkpointer = Checkpointer(str(tmp_path), save_interval_iterations=1)
     with pytest.raises(UserError, match=r"non-finite ppo.optimizer.state.0.exp_avg in the state for last.pt"):
         checkpointer.save("last.pt", {"ppo": {"optimizer": {"state": {0: {"exp_avg": torch.tensor([1.0, math.nan])}}}}})
     assert not os.path.exists(tmp_path / "checkpoints" / "last.pt")
@@ -193,7 +193,7 @@ def test_a_torn_last_row_does_not_stop_the_resume_in_place(tmp_path):
 def test_resume_auto_continues_only_a_run_of_this_config(tmp_path):
     """resume=auto skips the newest run when it is another seed's, and refuses (naming the difference) when no run
     is this config's; a directory holding another config's run refuses to be continued in place."""
-    from isaac_ppo.train import resume_point
+    from isaac_ppo.loop.resume import resume_point
 
     runs = tmp_path / "runs"
     common = [f"runs_dir={runs}", "experiment=e", "max_iterations=1"]
@@ -218,7 +218,7 @@ def test_exploding_physics_stops_the_run_naming_the_scale_keys(tmp_path):
     scale keys, before any checkpoint of the exploded run is written."""
     with pytest.raises(UserError, match=r"diverged in \d+ of \d+ episodes .*max_diverged_fraction=0\.05.*"
                                         r"task\.env\.maxEffort=1e\+09") as error:
-        _train(tmp_path, "max_iterations=5", "save_interval=1", "task.env.maxEffort=1e9")
+        _train(tmp_path, "max_iterations=5", "save_interval_iterations=1", "task.env.maxEffort=1e9")
     assert "\n" not in str(error.value)
     rows = _rows(tmp_path)
     assert len(rows) == 1 and rows[0]["diverged"] > 0.9 * rows[0]["episodes"]
@@ -251,7 +251,7 @@ def test_leftover_tmp_files_are_removed_at_the_next_start(tmp_path):
 def test_a_failed_write_keeps_last_pt_when_the_state_is_at_a_logged_row(tmp_path):
     """A checkpoint write that fails (here: its folder replaced by a file, as a vanished mount would) ends the
     run with one RunFailure line; last.pt of the last logged iteration is attempted, and says so."""
-    cfg = compose_config([*SMALL, "max_iterations=4", "save_interval=2"])
+    cfg = compose_config([*SMALL, "max_iterations=4", "save_interval_iterations=2"])
     env, scheduler = build_env_and_scheduler(cfg)
     runner = build_runner(cfg, env, str(tmp_path), scheduler)
     save = runner.checkpointer.save
@@ -275,7 +275,7 @@ def test_a_run_resumed_into_new_folders_is_one_run_to_the_report(tmp_path):
     done in one go, and resume= is no setting of its own."""
     from helpers import train_in_process
 
-    from isaac_ppo.report import gather
+    from isaac_ppo.lab.report import gather
 
     runs = tmp_path / "runs"
     common = [*SMALL, "experiment=chain", "diagnostics=default", "diagnostics.plot=false"]
@@ -309,12 +309,12 @@ def test_another_network_is_refused_in_one_line_for_resume_play_and_initial_weig
 
 
 def test_periodic_and_final_evaluation_land_in_rows_tensorboard_summary_and_best_pt(tmp_path):
-    """eval.interval=1024 with 512 env steps an iteration: an evaluation after every second update, on 8 eval envs
+    """eval.interval_env_steps=1024 with 512 env steps an iteration: an evaluation after every second update, on 8 eval envs
     each counting its first episode; best.pt is the policy of the best evaluation; metrics.json holds the final
     one; training is the same as without evaluation."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    _, _, runner, summary = _train(tmp_path / "eval", "max_iterations=4", "eval.interval=1024", "eval.num_envs=8",
+    _, _, runner, summary = _train(tmp_path / "eval", "max_iterations=4", "eval.interval_env_steps=1024", "eval.num_envs=8",
                                    "task.solve_thresholds=[0,1e9]")
     rows = _rows(tmp_path / "eval")
     assert ["eval" in row for row in rows] == [False, True, False, True]
@@ -336,6 +336,6 @@ def test_periodic_and_final_evaluation_land_in_rows_tensorboard_summary_and_best
     events = EventAccumulator(str(tmp_path / "eval" / "tb"))
     events.Reload()
     assert [e.step for e in events.Scalars("eval/return_mean")] == [1024, 2048]
-    _train(tmp_path / "plain", "max_iterations=4", "eval.interval=0", "eval.final=false")
+    _train(tmp_path / "plain", "max_iterations=4", "eval.interval_env_steps=0", "eval.final=false")
     for with_eval, without in zip(rows, _rows(tmp_path / "plain")):
         assert with_eval["actor_loss"] == without["actor_loss"] and with_eval["kl"] == without["kl"]

@@ -129,6 +129,6 @@ def test_cartpole_learns_on_mjwarp_to_the_mujoco_batch_threshold(tmp_path):
     """The threshold and budget of the mujoco.batch benchmark (benchmarks/RESULTS.md: return >= 400 within 60
     iterations at Cartpole's default size, 512 envs), on MuJoCo Warp, judged on the final evaluation."""
     run = train_in_process(str(tmp_path), "task=Cartpole", "sim=mjwarp", "seed=0", "max_iterations=60",
-                           "diagnostics=off", "eval.interval=0")
+                           "diagnostics=off", "eval.interval_env_steps=0")
     final = run.summary["final_eval"]
     assert final["return_mean"] >= 400, final

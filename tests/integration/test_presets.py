@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
 import isaac_ppo.cfg
-from isaac_ppo.train import compose_config
+from isaac_ppo.config.compose import compose_config
 
 PRESETS = sorted(f[:-5] for f in os.listdir(os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "preset")))
 

@@ -22,7 +22,7 @@ REPORT = os.path.join(BIN, "isaac-ppo-report")
 # the same tiny Cartpole for both agents: 64 envs x 16 steps, 4 minibatches of 256, 3 iterations; evaluated
 # after the second iteration (2048 env steps) and at the end, on 16 envs
 SMALL = ["task=Cartpole", "sim=mujoco", "max_iterations=3", "num_envs=64", "agent.minibatch_size=256",
-         "eval.interval=2048", "eval.num_envs=16", "eval.stochastic=true"]
+         "eval.interval_env_steps=2048", "eval.num_envs=16", "eval.stochastic=true"]
 MISSING = "isaac-ppo-train: agent=rl_games needs rl-games: pip install 'isaac-ppo[rl_games]'"
 
 

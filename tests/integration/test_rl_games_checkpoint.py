@@ -79,7 +79,7 @@ def observations(model, count=4096, seed=0):
 
 
 def differences(theirs, ours, obs):
-    """Max abs differences, rl-games' network (as isaac_ppo/rlgames.py's RlGamesPolicy calls it: eval mode, its
+    """Max abs differences, rl-games' network (as isaac_ppo/loop/rlgames.py's RlGamesPolicy calls it: eval mode, its
     own observation normaliser) vs our ActorCritic, of the mean action, log-std, normalised value and obs."""
     theirs.eval()
     ours.eval()
@@ -148,9 +148,9 @@ def test_the_cli_plays_an_rl_games_checkpoint(rl_games_run):
 
 def _play_in_process(*overrides):
     """play as isaac-ppo-train test=true runs it, in this process (the refusals need no process of their own)."""
-    from isaac_ppo.build import build_env_and_scheduler
-    from isaac_ppo.play import play
-    from isaac_ppo.train import compose_config
+    from isaac_ppo.loop.build import build_env_and_scheduler
+    from isaac_ppo.loop.play import play
+    from isaac_ppo.config.compose import compose_config
 
     cfg = compose_config(list(overrides))
     return play(cfg, build_env_and_scheduler(cfg)[0], cfg.checkpoint)

@@ -112,7 +112,7 @@ def test_resume_in_the_middle_of_a_schedule_continues_it_exactly(tmp_path):
 @pytest.mark.slow
 def test_concurrent_schedule_resumed_from_a_checkpoint_with_a_batch_in_flight(tmp_path):
     common = [*SCHEDULE, "scheduler.mode=concurrent", "seed=4", "max_iterations=6"]
-    train(tmp_path, *common, "save_interval=3", "experiment=full")
+    train(tmp_path, *common, "save_interval_iterations=3", "experiment=full")
     # iter_000003.pt was written after iteration 2, while the batch of iteration 3 (the first with 64 envs)
     # was being collected: the checkpoint waited for it and holds it
     middle = os.path.join(run_dir(tmp_path, "full"), "checkpoints", "iter_000003.pt")

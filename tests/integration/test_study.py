@@ -157,7 +157,7 @@ def test_a_run_that_stops_itself_is_an_outcome_but_a_refused_one_stops_the_study
     definition = tmp_path / "guard.yaml"
     definition.write_text(
         "common: [task=Cartpole, sim=mujoco, diagnostics=off, num_envs=32, agent.minibatch_size=256, "
-        "max_iterations=2, eval.interval=0, save_interval=1]\n"
+        "max_iterations=2, eval.interval_env_steps=0, save_interval_iterations=1]\n"
         "arms:\n"
         "  diverging: [task.mujoco.max_abs_qvel=0.000001]   # every step of every env 'diverges'\n"
         "  healthy: []\n"
@@ -192,7 +192,7 @@ def test_an_archived_study_is_done_on_a_fresh_machine_and_reports_from_its_archi
     archive = tmp_path / "archive"
     definition.write_text(
         "common: [task=Cartpole, sim=mujoco, diagnostics=off, num_envs=32, agent.minibatch_size=256, "
-        "max_iterations=2, eval.interval=256, eval.num_envs=8, save_interval=1]\n"
+        "max_iterations=2, eval.interval_env_steps=256, eval.num_envs=8, save_interval_iterations=1]\n"
         "arms: {small: []}\n"
         f"seeds: [0, 1]\narchive: {archive}\n")
     first = subprocess.run([SCRIPT, "run", str(definition), "seeds=0", f"runs_dir={tmp_path / 'a'}"],
@@ -232,7 +232,7 @@ def test_a_locomotion_run_gets_the_gait_check_before_its_checkpoints_are_left_be
     definition = tmp_path / "walk.yaml"
     definition.write_text(
         "common: [task=Ant, sim=mujoco, diagnostics=off, num_envs=64, agent.horizon=16, agent.minibatch_size=512, "
-        "max_iterations=1, eval.interval=0, save_interval=1]\n"
+        "max_iterations=1, eval.interval_env_steps=0, save_interval_iterations=1]\n"
         "arms: {tiny: []}\nseeds: [0]\n")
     result = study(tmp_path, "run", str(definition))
     assert result.returncode == 0, result.stdout + result.stderr

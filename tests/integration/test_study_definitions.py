@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from isaac_ppo.config.files import cfg_dir
-from isaac_ppo.study import load_study
-from isaac_ppo.train import compose_config
+from isaac_ppo.lab.study import load_study
+from isaac_ppo.config.compose import compose_config
 
 STUDIES = sorted(name[:-5] for name in os.listdir(cfg_dir("study")) if name.endswith(".yaml"))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

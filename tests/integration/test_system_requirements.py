@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.train import compose_config
-from isaac_ppo.video import gl_backend, offscreen_gl_problem
+from isaac_ppo.config.compose import compose_config
+from isaac_ppo.io.video import gl_backend, offscreen_gl_problem
 
 PLAY = ["task=Cartpole", "sim=mujoco", "test=true", "checkpoint=some.pt", "capture_video=true"]
 

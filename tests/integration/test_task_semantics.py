@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from isaac_ppo.envs import make
-from isaac_ppo.tasks.cartpole import cartpole_reward
+from isaac_ppo.tasks.classic.cartpole import cartpole_reward
 
 
 def quat_about(axis, angle):
@@ -197,7 +197,7 @@ def test_ant_physics_leaves_no_speed_in_integration_error():
     trained under the port's RK4 for the study's whole budget, walks, and its speed holds when the physics steps
     2x finer: integration error would shrink, a gait stays. Its implicit-trained exploit, replayed under RK4, is
     no faster than that walker."""
-    from isaac_ppo.gait import check
+    from isaac_ppo.lab.gait import check
 
     rk4 = "tests/data/ant_policies/rk4_adaptive_256x256_seed_0.pt"
     trained = check(rk4, envs=16, steps=300)["torso_speed_p50_p90_p99"][0]
@@ -217,7 +217,7 @@ def test_the_mujoco_integrator_is_a_task_key_and_a_wrong_name_is_one_line():
 
     default = make("Ant", 4, sim="mujoco", seed=0)
     implicit = make("Ant", 4, sim="mujoco", seed=0, mujoco={"integrator": "implicit"})
-    assert default.model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4  # (tasks/assets/ant.xml)
+    assert default.model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4  # (tasks/locomotion/assets/ant.xml)
     assert implicit.model.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICIT
     first, second = default.reset()["obs"], implicit.reset()["obs"]
     assert torch.equal(first, second)

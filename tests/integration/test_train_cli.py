@@ -40,7 +40,7 @@ def last_params(run_dir):
 
 @pytest.mark.slow
 def test_outputs_metrics_tensorboard_config_checkpoints(tmp_path):
-    result = train(tmp_path, *SMALL, "max_iterations=4", "save_interval=2", "experiment=out")
+    result = train(tmp_path, *SMALL, "max_iterations=4", "save_interval_iterations=2", "experiment=out")
     assert result.returncode == 0, result.stderr
     (run_dir,) = run_dirs(tmp_path, "out")
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
@@ -106,7 +106,8 @@ def test_sigterm_saves_a_checkpoint_and_resume_auto_finishes_the_run(tmp_path):
 def test_a_stopped_run_is_told_the_way_to_continue_that_finds_it(tmp_path):
     """resume=auto looks in runs_dir/<experiment>/ only: a run pinned elsewhere (hydra.run.dir, as the study and
     cluster jobs pin theirs) is told to run the same command again, which continues it in place."""
-    from isaac_ppo.train import _how_to_continue, compose_config
+    from isaac_ppo.config.compose import compose_config
+    from isaac_ppo.loop.resume import how_to_continue as _how_to_continue
 
     cfg = compose_config([*SMALL, f"runs_dir={tmp_path / 'runs'}", "experiment=e"])
     last = "x/checkpoints/last.pt"
@@ -135,7 +136,7 @@ def test_play_mode_reports_mean_return_and_length(tmp_path):
 def test_play_mode_records_a_video_of_env_0(tmp_path):
     import imageio
 
-    from isaac_ppo.video import gl_backend, offscreen_gl_problem
+    from isaac_ppo.io.video import gl_backend, offscreen_gl_problem
 
     require_system(offscreen_gl_problem(gl_backend("cpu")))
 
@@ -275,7 +276,7 @@ def test_a_file_size_limit_is_one_line_and_keeps_every_file_written(tmp_path):
     """`ulimit -f` below a checkpoint's size (87 kB here): the first numbered save fails; the run ends with exit 1
     and one line naming the file and the cause; the rows written stay whole and no .tmp is left."""
     result = subprocess.run(
-        [SCRIPT, f"runs_dir={tmp_path / 'runs'}", *SMALL, "max_iterations=6", "save_interval=3", "experiment=big"],
+        [SCRIPT, f"runs_dir={tmp_path / 'runs'}", *SMALL, "max_iterations=6", "save_interval_iterations=3", "experiment=big"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path, preexec_fn=_file_size_limit(40_000))
     assert result.returncode == 1, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
@@ -291,7 +292,7 @@ def test_a_file_size_limit_is_one_line_and_keeps_every_file_written(tmp_path):
 
 @pytest.mark.slow
 def test_a_full_disk_is_one_line_and_resume_auto_continues_after_space_is_freed(tmp_path):
-    """A real full disk (a 700 kB tmpfs; needs root, as on this project's machines): every save_interval=1 save
+    """A real full disk (a 700 kB tmpfs; needs root, as on this project's machines): every save_interval_iterations=1 save
     takes 87 kB, so a few iterations in a write fails with 'No space left on device'. Nothing is lost: the
     rows on disk are whole, every checkpoint loads, and once space is freed resume=auto finishes the run with
     every iteration logged once across the two folders."""
@@ -302,7 +303,7 @@ def test_a_full_disk_is_one_line_and_resume_auto_continues_after_space_is_freed(
         pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip()}): the file size limit test stands in")
     try:
         job = [SCRIPT, f"runs_dir={disk / 'runs'}", *SMALL, "max_iterations=12", "experiment=full"]
-        result = subprocess.run([*job, "save_interval=1"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        result = subprocess.run([*job, "save_interval_iterations=1"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert result.returncode == 1, (result.stdout, result.stderr)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "No space left on device" in lines[0] and "Traceback" not in result.stderr, lines
@@ -315,7 +316,7 @@ def test_a_full_disk_is_one_line_and_resume_auto_continues_after_space_is_freed(
         saved = torch.load(os.path.join(first, "checkpoints", "last.pt"), weights_only=False)["counters"]["iteration"]
         for numbered in glob.glob(os.path.join(first, "checkpoints", "iter_*.pt")):
             os.remove(numbered)  # the user frees space
-        resumed = subprocess.run([*job, "resume=auto", "save_interval=100"], capture_output=True, text=True,
+        resumed = subprocess.run([*job, "resume=auto", "save_interval_iterations=100"], capture_output=True, text=True,
                                  timeout=300, cwd=tmp_path)
         assert resumed.returncode == 0, resumed.stderr
         (second,) = [d for d in glob.glob(str(disk / "runs" / "full" / "*")) if d != first]
@@ -375,10 +376,10 @@ def test_videos_while_training_land_in_the_run_folder_and_tensorboard(tmp_path):
     import imageio
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from isaac_ppo.video import gl_backend, offscreen_gl_problem
+    from isaac_ppo.io.video import gl_backend, offscreen_gl_problem
 
     require_system(offscreen_gl_problem(gl_backend("cpu")))
-    result = train(tmp_path, *SMALL, "max_iterations=4", "capture_video=True", "capture_video_freq=2",
+    result = train(tmp_path, *SMALL, "max_iterations=4", "capture_video=True", "capture_video_interval_iterations=2",
                    "capture_video_len=12", "diagnostics=off", "eval.final=false", "experiment=films")
     assert result.returncode == 0, result.stderr
     (run_dir,) = run_dirs(tmp_path, "films")

@@ -22,7 +22,7 @@ wandb = pytest.importorskip("wandb", reason="wandb is a test dependency: pip ins
 
 TRAIN = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
 # 64 envs x 16 steps a batch, evaluated after the second iteration (2048 env steps) and at the end
-SMALL = ["task=Cartpole", "sim=mujoco", "num_envs=64", "agent.minibatch_size=256", "eval.interval=2048",
+SMALL = ["task=Cartpole", "sim=mujoco", "num_envs=64", "agent.minibatch_size=256", "eval.interval_env_steps=2048",
          "eval.num_envs=16"]
 MISSING = "isaac-ppo-train: wandb_activate=true needs wandb: pip install 'isaac-ppo[wandb]'"
 W_AND_B_OWN = {"_step", "_runtime", "_timestamp"}
@@ -190,7 +190,7 @@ def test_play_uploads_its_numbers_and_video(offline):
     import numpy as np
 
     from isaac_ppo.io import wandb_sink
-    from isaac_ppo.train import compose_config
+    from isaac_ppo.config.compose import compose_config
 
     cfg = compose_config([f"runs_dir={offline / 'runs'}", "task=Cartpole", "wandb_activate=true"])
     run_dir = offline / "play"

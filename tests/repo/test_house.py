@@ -1,23 +1,42 @@
 """The house rules that keep the package readable: imports flow one way (no circle, counting imports inside
-functions), the loop stays one sitting, no module grows past one concern's size."""
+functions), the two wings stay apart (the lab may import the loop, never the reverse; the parts import neither),
+the top level stays a short list, the loop stays one sitting, no module grows past one concern's size."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 from typing import Dict, List, Set
 
-PACKAGE = Path(__file__).resolve().parents[2] / "isaac_ppo"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "isaac_ppo"
+TASKS = ROOT / "tasks"  # shipped as isaac_ppo.tasks
 MAX_LINES = 450
 MAX_RUNNER_LINES = 250
+MAX_TOP_LEVEL_MODULES = 10  # beside its folders: the commands and a few parts every tier uses
+LOOP, LAB = "isaac_ppo.loop", "isaac_ppo.lab"
+COMMANDS = {"isaac_ppo.train", "isaac_ppo.export"}  # on top: they may import anything
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if TASKS in path.parents:
+        parts = ["isaac_ppo", "tasks", *path.relative_to(TASKS).with_suffix("").parts]
+    else:
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _modules() -> Dict[str, Path]:
-    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    files = sorted(PACKAGE.rglob("*.py")) + sorted(TASKS.rglob("*.py"))
+    return {_module_name(p): p for p in files}
+
+
+def _graph() -> Dict[str, Set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+
+
+def _in(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
 
 
 def _imports(name: str, path: Path, known: Set[str]) -> Set[str]:
@@ -43,8 +62,7 @@ def _imports(name: str, path: Path, known: Set[str]) -> Set[str]:
 
 
 def test_no_import_circle_in_the_package():
-    modules = _modules()
-    graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    graph = _graph()
     circles = []
 
     def visit(node: str, trail: List[str], done: Set[str]) -> None:
@@ -62,9 +80,42 @@ def test_no_import_circle_in_the_package():
     assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
 
 
+def _wing_breaches(graph: Dict[str, Set[str]]) -> List[str]:
+    """Imports against the tiers: the loop importing the lab, or a part (anything outside the commands, the loop
+    and the lab: agent, envs, scheduler, diagnostics, io, config, tasks, ...) importing the loop or the lab."""
+    breaches = []
+    for name, targets in graph.items():
+        if name in COMMANDS or _in(name, LAB):
+            continue
+        for target in sorted(targets):
+            if _in(target, LAB) or (_in(target, LOOP) and not _in(name, LOOP)):
+                breaches.append(f"{name} -> {target}")
+    return sorted(breaches)
+
+
+def test_the_lab_may_import_the_loop_and_nothing_below_imports_up():
+    graph = _graph()
+    assert any(_in(name, LAB) and any(_in(t, LOOP) for t in targets) for name, targets in graph.items())
+    assert not _wing_breaches(graph), _wing_breaches(graph)
+
+
+def test_the_wing_rule_catches_a_breach():
+    """The check itself can fail: a loop module importing the lab, or a part importing the loop, is caught."""
+    graph = _graph()
+    graph["isaac_ppo.loop.runner"] = graph["isaac_ppo.loop.runner"] | {"isaac_ppo.lab.report"}
+    graph["isaac_ppo.agent.ppo"] = graph["isaac_ppo.agent.ppo"] | {"isaac_ppo.loop.build"}
+    assert _wing_breaches(graph) == ["isaac_ppo.agent.ppo -> isaac_ppo.loop.build",
+                                     "isaac_ppo.loop.runner -> isaac_ppo.lab.report"]
+
+
+def test_the_top_level_is_a_short_list():
+    top = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
 def test_the_loop_and_every_module_stay_small():
     sizes = {name: len(path.read_text().splitlines()) for name, path in _modules().items()}
-    assert sizes["isaac_ppo.runner"] < MAX_RUNNER_LINES, sizes["isaac_ppo.runner"]
+    assert sizes["isaac_ppo.loop.runner"] < MAX_RUNNER_LINES, sizes["isaac_ppo.loop.runner"]
     too_big = {name: lines for name, lines in sizes.items() if lines > MAX_LINES}
     assert not too_big, too_big
 

@@ -1,4 +1,4 @@
-"""The adaptive scheduler's rule replayed on a fixed run's rows (isaac_ppo/report/audit.py): it flags stress exactly
+"""The adaptive scheduler's rule replayed on a fixed run's rows (isaac_ppo/lab/report/audit.py): it flags stress exactly
 where the live scheduler would have moved, and the study's predict ranks runs by it."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from isaac_ppo.report.audit import ADAPTIVE_STRESS, stress_share
-from isaac_ppo.report.compare import predict
+from isaac_ppo.lab.report.audit import ADAPTIVE_STRESS, stress_share
+from isaac_ppo.lab.report.compare import predict
 from isaac_ppo.scheduler.adaptive import AdaptiveScheduler
 from isaac_ppo.scheduler.plan import Plan
 
@@ -16,7 +16,7 @@ B = 65536
 
 
 def _rows(n=60, rank=lambda k: 40.0, kl=lambda k: 0.01, every=4, num_envs=1024):
-    """A fixed run's rows: KL every iteration, diagnostics every `every` iterations (as diagnostics.interval)."""
+    """A fixed run's rows: KL every iteration, diagnostics every `every` iterations (as diagnostics.interval_iterations)."""
     rows = []
     for k in range(n):
         row = {"iteration": k, "env_steps": (k + 1) * B, "num_envs": num_envs, "rollout_length": B // num_envs,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from isaac_ppo.agent.model import ActorCritic
-from isaac_ppo.collect import BackgroundCollection, NonFiniteError, SyncCollector
+from isaac_ppo.loop.collect import BackgroundCollection, NonFiniteError, SyncCollector
 from isaac_ppo.envs import make
 from isaac_ppo.scheduler import Plan
 

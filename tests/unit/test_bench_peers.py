@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from isaac_ppo.bench import compare_evaluations, evaluation_at, window_return_at
+from isaac_ppo.lab.bench import compare_evaluations, evaluation_at, window_return_at
 
 
 def _evaluation(env_steps, mean, iqm=None, ci=(0.0, 1.0), episodes=64):

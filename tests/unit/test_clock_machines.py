@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from isaac_ppo.report.clock import machine_label, write
+from isaac_ppo.lab.report.clock import machine_label, write
 
 FAST = {"cpu": "Fast CPU", "vector": ["avx2", "avx512f"], "cores": 2, "torch": "2.13.0+cpu"}
 SLOW = {"cpu": "Slow CPU", "vector": ["avx2"], "cores": 2, "torch": "2.13.0+cpu"}
@@ -58,7 +58,7 @@ def test_a_machine_label_names_the_cpu_its_vector_units_and_cores():
 
 def test_the_rest_of_the_clock_is_never_below_zero():
     """Timers that overlap the clock by a few ms (or the shares' rounding) once printed a "-0%" rest."""
-    from isaac_ppo.report.clock import summarise_arm
+    from isaac_ppo.lab.report.clock import summarise_arm
 
     rows = [{"iteration": 1, "env_steps": 1000, "wall_s": 10.0, "collect_s": 7.006, "update_s": 3.006}]
     shares = summarise_arm([rows], [3000], [])["time_shares"]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
-from isaac_ppo.collect import NonFiniteError, SyncCollector
+from isaac_ppo.loop.collect import NonFiniteError, SyncCollector
 from isaac_ppo.errors import UserError
 from isaac_ppo.scheduler.plan import Plan
 

@@ -1,4 +1,4 @@
-"""The statistics of a study's comparisons (isaac_ppo.report.compare), against answers known by hand."""
+"""The statistics of a study's comparisons (isaac_ppo.lab.report.compare), against answers known by hand."""
 from __future__ import annotations
 
 import itertools
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from isaac_ppo.report.compare import format_p, bootstrap_difference_ci, permutation_p, spearman, verdict
+from isaac_ppo.lab.report.compare import format_p, bootstrap_difference_ci, permutation_p, spearman, verdict
 
 
 def test_the_permutation_test_is_exact_for_small_arms():
@@ -57,7 +57,7 @@ def test_spearman_is_the_rank_correlation_with_ties_averaged():
 
 
 def test_a_claim_takes_one_verdict_from_its_comparisons():
-    from isaac_ppo.report.compare import claims_table
+    from isaac_ppo.lab.report.compare import claims_table
 
     def c(claim, verdict):
         return {"claim": claim, "a": "x", "b": "y", "metric": "final", "verdict": verdict}
@@ -77,7 +77,7 @@ def test_a_claim_takes_one_verdict_from_its_comparisons():
 
 
 def test_the_claims_figure_puts_every_comparison_on_one_axis_positive_as_the_claim_says(tmp_path):
-    from isaac_ppo.report.compare import plot, toward_claim
+    from isaac_ppo.lab.report.compare import plot, toward_claim
 
     def c(expect, mean_a, mean_b, ci95, verdict):
         return {"claim": "1", "a": "x", "b": "y", "metric": "m", "expect": expect, "mean_a": mean_a,
@@ -101,7 +101,7 @@ def test_the_claims_figure_puts_every_comparison_on_one_axis_positive_as_the_cla
 
 def test_holm_adjusts_step_down_and_keeps_the_order():
     """Holm (1979): the k-th smallest of m p-values times (m - k + 1), kept monotone, capped at 1."""
-    from isaac_ppo.report.compare import holm
+    from isaac_ppo.lab.report.compare import holm
 
     rows = [{"p_permutation": p} for p in (0.04, 0.01, 0.03, 0.5)]
     holm(rows)
@@ -113,7 +113,7 @@ def test_a_comparison_names_the_gait_flagged_runs_it_holds_and_keeps_them(tmp_pa
     bias it); the comparison and the claims table say which verdict it touches."""
     import json
 
-    from isaac_ppo.report.compare import claims_table, compare, markdown
+    from isaac_ppo.lab.report.compare import claims_table, compare, markdown
 
     runs = {}
     for arm, finals in {"fast": [8000.0, 8200.0, 14500.0], "slow": [6800.0, 6900.0, 7000.0]}.items():

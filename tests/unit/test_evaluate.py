@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from isaac_ppo.evaluate import first_episodes, summarise
+from isaac_ppo.loop.evaluate import first_episodes, summarise
 
 SHORT, LONG = 10, 100  # episode lengths, each drawn with probability 1/2 at every reset: true mean return 55
 
@@ -95,7 +95,7 @@ def test_diverged_episodes_are_counted_apart_and_left_out():
 
 def _evaluator(stochastic, seed=5):
     from isaac_ppo.envs import make
-    from isaac_ppo.evaluate import Evaluator
+    from isaac_ppo.loop.evaluate import Evaluator
 
     return Evaluator(make("Cartpole", 8, sim="mujoco", seed=seed), 1000, True, stochastic, seed)
 
@@ -126,7 +126,7 @@ def test_the_stochastic_evaluation_samples_from_its_own_stream_and_resumes_exact
 def test_time_to_solve_counts_evaluation_time_and_resumes():
     from isaac_ppo.agent.model import ActorCritic
     from isaac_ppo.envs import make
-    from isaac_ppo.evaluate import Evaluator
+    from isaac_ppo.loop.evaluate import Evaluator
 
     torch.manual_seed(0)
     model = ActorCritic(4, 1, [16])

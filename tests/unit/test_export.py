@@ -18,11 +18,11 @@ import torch
 
 from helpers import train_in_process
 from isaac_ppo import export
-from isaac_ppo.build import build_model
+from isaac_ppo.loop.build import build_model
 from isaac_ppo.io import checkpoint
 from isaac_ppo.io.checkpoint import Checkpointer
 from isaac_ppo.io.logger import write_config
-from isaac_ppo.train import compose_config
+from isaac_ppo.config.compose import compose_config
 
 onnx = pytest.importorskip("onnx", reason="onnx is a test dependency: pip install '.[test]'")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is a test dependency: pip install '.[test]'")
@@ -38,7 +38,7 @@ def trained(tmp_path_factory) -> str:
     """A real run's folder: 2 iterations of Cartpole (best.pt from the training return, last.pt, config.yaml)."""
     runs = tmp_path_factory.mktemp("runs")
     return train_in_process(runs, "task=Cartpole", "num_envs=64", "agent.minibatch_size=256", "sim=mujoco",
-                            "max_iterations=2", "eval.interval=0", "eval.final=false", "diagnostics.enabled=false",
+                            "max_iterations=2", "eval.interval_env_steps=0", "eval.final=false", "diagnostics.enabled=false",
                             "diagnostics.plot=false").run_dir
 
 
@@ -63,7 +63,7 @@ def hand_made(run_dir: Path, overrides: List[str], num_obs: int, num_actions: in
     state = {"model": model.state_dict(), "task": cfg.task.name, "num_obs": num_obs, "num_actions": num_actions,
              "config": OmegaConf.to_yaml(cfg, resolve=True),
              "counters": {"iteration": 7, "env_steps": 7000, "wall_s": 1.0}}
-    return Checkpointer(str(run_dir), save_interval=1).save("best.pt", state)
+    return Checkpointer(str(run_dir), save_interval_iterations=1).save("best.pt", state)
 
 
 def reference(path: str) -> Tuple[Any, Dict[str, float]]:

@@ -1,7 +1,7 @@
 """The study report's gait table: which runs it flags (a torso far faster than the study's median run)."""
 from __future__ import annotations
 
-from isaac_ppo.gait import GAIT_FLAG, write_table as write_gait_table
+from isaac_ppo.lab.gait import GAIT_FLAG, write_table as write_gait_table
 
 
 def gait(p50):

@@ -1,4 +1,4 @@
-"""The placebo of a run's schedule (isaac_ppo/report/placebo.py) and isaac-ppo-study placebo."""
+"""The placebo of a run's schedule (isaac_ppo/lab/report/placebo.py) and isaac-ppo-study placebo."""
 from __future__ import annotations
 
 import json
@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from isaac_ppo import study
+from isaac_ppo.lab import study
 from isaac_ppo.errors import UserError
-from isaac_ppo.report.placebo import changes_of, placebo_breakpoints, placebo_overrides
+from isaac_ppo.lab.report.placebo import changes_of, placebo_breakpoints, placebo_overrides
 from isaac_ppo.scheduler import build_scheduler
-from isaac_ppo.train import compose_config
+from isaac_ppo.config.compose import compose_config
 
 B = 8192
 

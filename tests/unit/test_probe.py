@@ -20,7 +20,7 @@ from isaac_ppo.scheduler import Plan
 from helpers import synthetic_buffer
 
 NUM_OBS, NUM_ACTIONS, T, N = 6, 2, 8, 32
-CFG = {"enabled": True, "interval": 3, "samples": 128, "delta": 0.01, "tau": 0.025, "grid": 10,
+CFG = {"enabled": True, "interval_iterations": 3, "samples": 128, "delta": 0.01, "tau": 0.025, "grid": 10,
        "coverage": True, "coverage_method": "pca", "variants": True, "plot": False}
 PPO_CFG = {"learning_rate": 3e-4, "lr_schedule": "constant", "kl_threshold": 0.008, "clip": 0.2,
            "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 0.0001,
@@ -113,7 +113,7 @@ def test_gradient_kurtosis_is_the_mean_over_the_updates_steps_and_training_is_un
     ("tau", 1.5, r"diagnostics.tau=1.5 must be in \[0, 1\)"),
     ("tau", -0.1, r"diagnostics.tau=-0.1"),
     ("delta", 0.0, r"diagnostics.delta=0.0 must be in \(0, 1\)"),
-    ("interval", 0, r"diagnostics.interval=0 must be at least 1"),
+    ("interval_iterations", 0, r"diagnostics.interval_iterations=0 must be at least 1"),
     ("samples", 10, r"diagnostics.samples=10 is below the widest hidden layer \(16 units\)"),
     ("grid", 0, r"diagnostics.grid=0"),
 ])

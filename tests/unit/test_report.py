@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.report import main
-from isaac_ppo.report.figures import common_grid
-from isaac_ppo.report.groups import gather
-from isaac_ppo.report.runs import parse_overrides
-from isaac_ppo.report.stats import iqm, stratified_bootstrap_ci, stratified_resample_indices
+from isaac_ppo.lab.report import main
+from isaac_ppo.lab.report.figures import common_grid
+from isaac_ppo.lab.report.groups import gather
+from isaac_ppo.lab.report.runs import parse_overrides
+from isaac_ppo.stats import iqm, stratified_bootstrap_ci, stratified_resample_indices
 
 STEPS = 1000  # env steps per synthetic iteration
 
@@ -435,7 +435,7 @@ def test_time_to_solve_per_threshold_with_a_ci_over_the_runs_that_reached_it(tmp
 def test_a_study_names_its_groups_by_arm(sweep):
     """The study report passes run folder -> arm: groups whose runs share one arm are labelled by it (figures,
     legends), not by their override strings; a group whose runs carry no name or two names keeps its overrides."""
-    from isaac_ppo.report.groups import name_groups
+    from isaac_ppo.lab.report.groups import name_groups
 
     report = gather([str(sweep)], reps=50)
     big, small = sorted(report.groups, key=lambda g: -int(g.values["scheduler.num_envs"]))
@@ -458,8 +458,8 @@ def test_runs_below_the_working_directory_are_listed_by_relative_path(sweep, cap
 
 
 def test_named_groups_lead_the_summary_table_with_their_names(sweep):
-    from isaac_ppo.report.groups import name_groups
-    from isaac_ppo.report.tables import table_rows
+    from isaac_ppo.lab.report.groups import name_groups
+    from isaac_ppo.lab.report.tables import table_rows
 
     report = gather([str(sweep)], reps=50)
     name_groups(report.groups, {run.path: f"arm{run.overrides['scheduler.num_envs']}"

@@ -22,8 +22,8 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.report.figures import MAX_CURVE_POINTS, common_grid, diagnostic_names, group_curve, write_figures
-from isaac_ppo.report.groups import (
+from isaac_ppo.lab.report.figures import MAX_CURVE_POINTS, common_grid, diagnostic_names, group_curve, write_figures
+from isaac_ppo.lab.report.groups import (
     Group,
     Report,
     check_same_keys,
@@ -34,7 +34,7 @@ from isaac_ppo.report.groups import (
     split_keys,
     summarise_group,
 )
-from isaac_ppo.report.runs import (
+from isaac_ppo.lab.report.runs import (
     COMPLETE,
     CRASHED,
     EMPTY,
@@ -52,8 +52,8 @@ from isaac_ppo.report.runs import (
     parse_overrides,
     run_status,
 )
-from isaac_ppo.report.stats import BOOTSTRAP_CHUNK_ELEMENTS, iqm, stratified_bootstrap_ci, stratified_resample_indices
-from isaac_ppo.report.tables import (
+from isaac_ppo.stats import BOOTSTRAP_CHUNK_ELEMENTS, iqm, stratified_bootstrap_ci, stratified_resample_indices
+from isaac_ppo.lab.report.tables import (
     console_text,
     describe,
     markdown_table,

@@ -1,7 +1,7 @@
-"""python -m isaac_ppo.report: the same command as isaac-ppo-report."""
+"""python -m isaac_ppo.lab.report: the same command as isaac-ppo-report."""
 import sys
 
-from isaac_ppo.report import main
+from isaac_ppo.lab.report import main
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The wall-clock view of a study's arms: time to each return threshold, the evaluation return at fixed minutes,
 where the time went, and the evaluation return against seconds and against env steps.
 
-Every number is read from the runs' metrics.jsonl on one clock (isaac_ppo.watch.Progress: the training's wall_s
+Every number is read from the runs' metrics.jsonl on one clock (isaac_ppo.lab.watch.Progress: the training's wall_s
 plus every evaluation's seconds, as metrics.json's solve_times counts it). A seed that never reached a threshold
 counts as not reached: its time is infinite, so the median is finite only while more than half the seeds reached
 it, and the bootstrap CI's upper end says "not reached" when resamples of misses decide it.
@@ -15,7 +15,7 @@ import random
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from isaac_ppo.watch import Progress, clock_s, read_rows
+from isaac_ppo.lab.watch import Progress, clock_s, read_rows
 
 # the metrics.jsonl keys kept in a study's small per-run copies (everything a claim or a figure is read from)
 KEPT = ("iteration", "env_steps", "wall_s", "collect_s", "update_s", "num_envs", "rollout_length", "epochs",

@@ -25,9 +25,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from isaac_ppo.report.audit import ADAPTIVE_STRESS, stress_share
-from isaac_ppo.report.clock import evaluations
-from isaac_ppo.watch import read_rows
+from isaac_ppo.lab.report.audit import ADAPTIVE_STRESS, stress_share
+from isaac_ppo.lab.report.clock import evaluations
+from isaac_ppo.lab.watch import read_rows
 
 EXPECT = ("greater", "less")
 
@@ -163,7 +163,7 @@ def _ranks(values: Sequence[float]) -> np.ndarray:
 
 def signal_at(rows: Sequence[Dict[str, Any]], name: str, cut: float) -> Optional[float]:
     """A diagnostic's last measurement at or before `cut` env steps; for adaptive_stress, the adaptive scheduler's
-    rule replayed on the rows up to it (isaac_ppo.report.audit)."""
+    rule replayed on the rows up to it (isaac_ppo.lab.report.audit)."""
     if name == ADAPTIVE_STRESS:
         return stress_share(rows, cut)
     seen = [row["diagnostics"][name] for row in rows if row.get("env_steps", 0) <= cut

@@ -11,9 +11,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from isaac_ppo.report.groups import Group, Report, _as_float, _value_key
-from isaac_ppo.report.runs import Run, _number, metric_series
-from isaac_ppo.report.stats import iqm, stratified_bootstrap_ci
+from isaac_ppo.lab.report.groups import Group, Report, _as_float, _value_key
+from isaac_ppo.lab.report.runs import Run, _number, metric_series
+from isaac_ppo.stats import iqm, stratified_bootstrap_ci
 
 MAX_CURVE_POINTS = 200
 

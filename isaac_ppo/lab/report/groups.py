@@ -13,9 +13,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.report.runs import (Run, _get, check_metric, default_metric, find_run_dirs, join_resumed, load_run,
+from isaac_ppo.lab.report.runs import (Run, _get, check_metric, default_metric, find_run_dirs, join_resumed, load_run,
                                    run_final)
-from isaac_ppo.report.stats import iqm, stratified_bootstrap_ci
+from isaac_ppo.stats import iqm, stratified_bootstrap_ci
 
 
 # ------------------------------------------------------------------------------------------ grouping

@@ -6,8 +6,8 @@ import math
 import os
 from typing import List, Optional, Sequence, Tuple
 
-from isaac_ppo.report.groups import Report
-from isaac_ppo.report.runs import EVAL_METRIC, TRAINING_METRIC, _fmt_steps, run_final
+from isaac_ppo.lab.report.groups import Report
+from isaac_ppo.lab.report.runs import EVAL_METRIC, TRAINING_METRIC, _fmt_steps, run_final
 
 
 def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
@@ -69,7 +69,7 @@ def describe(report: Report) -> str:
     if report.metric.startswith("eval."):
         what = "each run's end-of-run evaluation, else its last one: unbiased and unlagged"
     else:
-        what = "each run's last logged value" + ("; a lagged training statistic: runs that evaluate (eval.interval, "
+        what = "each run's last logged value" + ("; a lagged training statistic: runs that evaluate (eval.interval_env_steps, "
                                                  f"eval.final) are compared on {EVAL_METRIC}"
                                                  if report.metric in TRAINING_METRICS else "")
     return (f"metric: {report.metric} ({what}); IQM over complete runs with a 95% stratified bootstrap CI "

@@ -1,0 +1,2 @@
+"""Locomotion tasks that run toward a target (Ant, Humanoid): IsaacGymEnvs' shared observation, reward and reset
+(common.py) with each robot's model and scales in its own module and assets/ file."""
