@@ -83,13 +83,9 @@ class DeterministicPolicy(nn.Module):
 
 def parse_args(argv: List[str]) -> Dict[str, str]:
     """checkpoint=, format= and out= from key=value words; anything else is a one-line UserError."""
-    args: Dict[str, str] = {}
-    for word in argv:
-        key, sep, value = word.partition("=")
-        if not sep or key not in ARGUMENTS:
-            raise UserError(f"unknown argument {word!r}: {PROG} takes checkpoint=PATH format=onnx|torchscript "
-                            "[out=PATH] (see --help)")
-        args[key] = value
+    from isaac_ppo.lab.args import parse  # (the lab's one way to read KEY=VALUE words)
+
+    args: Dict[str, str] = parse(argv, ARGUMENTS, f"{PROG} checkpoint=PATH format=onnx|torchscript [out=PATH]").own
     if not args.get("checkpoint"):
         raise UserError("checkpoint=PATH is required: the .pt file to export (best.pt, last.pt or iter_*.pt)")
     if args.get("format") not in FORMATS:

@@ -51,12 +51,10 @@ PEER_MODES = {"throughput": {"seeds": "0", "iterations": 10}, "learning": {"seed
 def parse_overrides(argv: List[str], defaults: Dict[str, Any]) -> Dict[str, Any]:
     """key=value words into a dict typed like defaults; unknown keys and bad values raise UserError."""
     from isaac_ppo.errors import UserError
+    from isaac_ppo.lab.args import parse
 
     args = dict(defaults)
-    for word in argv:
-        key, sep, value = word.partition("=")
-        if not sep or key not in defaults:
-            raise UserError(f"unknown argument {word!r}; known keys: {', '.join(defaults)}")
+    for key, value in parse(argv, defaults, "see isaac-ppo-bench --help").own.items():
         default = defaults[key]
         try:
             if isinstance(default, bool):
@@ -148,19 +146,15 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
 def peers_args(argv: List[str]) -> Dict[str, Any]:
     """peers' own keys (task, mode, seeds, iterations) and the isaac-ppo-train overrides passed on to both."""
     from isaac_ppo.errors import UserError
+    from isaac_ppo.lab.args import key_of, parse
 
     own = {"task": "Ant", "mode": "throughput", "seeds": None, "iterations": None}
-    overrides = []
-    for word in argv:
-        key, sep, value = word.partition("=")
-        if not sep or word.startswith("-"):
-            raise UserError(f"unknown argument {word!r}: peers takes key=value words (see --help)")
-        if key in own:
-            own[key] = value
-        elif key in ("seed", "agent", "agent.backend", "max_iterations", "runs_dir", "experiment", "test"):
-            raise UserError(f"{key}= is set by peers itself: use seeds=..., iterations=... instead")
-        else:
-            overrides.append(word)
+    words = parse(argv, own, "see isaac-ppo-bench --help", hands_on=True)
+    own.update(words.own)
+    overrides = words.train
+    for word in overrides:
+        if key_of(word) in ("seed", "agent", "agent.backend", "max_iterations", "runs_dir", "experiment", "test"):
+            raise UserError(f"{key_of(word)}= is set by peers itself: use seeds=..., iterations=... instead")
     if own["mode"] not in PEER_MODES:
         raise UserError(f"mode={own['mode']!r} is not one of: {', '.join(PEER_MODES)}")
     defaults = PEER_MODES[own["mode"]]
@@ -366,12 +360,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         elif mode == "peers":
             result = bench_peers(peers_args(rest))
         else:
-            iterations = [w for w in rest if w.startswith("iterations=")]
-            overrides = [w for w in rest if not w.startswith("iterations=")]
+            from isaac_ppo.lab.args import integer, parse
+
+            words = parse(rest, ("iterations",), "see isaac-ppo-bench --help", hands_on=True)
+            overrides = words.train
             if all(not w.startswith("sim=") or w[4:] in ("auto", "isaacgym") for w in overrides):
                 preload.isaacgym_first()
-            count = parse_overrides(iterations, {"iterations": 5})["iterations"]
-            result = bench_train(overrides, count)
+            result = bench_train(overrides, integer(words, "iterations", 5, 1))
     except UserError as error:
         print(f"isaac-ppo-bench: {error}", file=sys.stderr)
         return 2

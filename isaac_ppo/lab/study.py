@@ -46,6 +46,8 @@ from typing import Any, Dict, List, Optional
 from isaac_ppo.config.files import cfg_dir, load_named
 from isaac_ppo.errors import UserError
 from isaac_ppo.loop.stops import STOPPED
+from isaac_ppo.lab.args import key_of as _key
+from isaac_ppo.lab.args import parse
 from isaac_ppo.lab.watch import Progress, die_with_parent, read_rows, train_command
 
 USAGE = ("usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...] | "
@@ -63,10 +65,6 @@ def _on_stop_signal(number: int, frame: Any) -> None:
     if _running and _running[0].poll() is None and len(_interrupted) == 1:
         _running[0].send_signal(signal.SIGTERM)
         _running.append("handed on")
-
-
-def _key(override: str) -> str:
-    return override.partition("=")[0].lstrip("+~")
 
 
 def load_study(name: str) -> Dict[str, Any]:
@@ -174,20 +172,10 @@ def archive_run(folder: str, target: str) -> None:
 def parse_args(argv: List[str]) -> Dict[str, Any]:
     if len(argv) < 2 or argv[0] not in ("run", "report", "placebo"):
         raise UserError(USAGE)
-    args: Dict[str, Any] = {"command": argv[0], "study": argv[1], "runs_dir": "runs", "train": []}
-    for word in argv[2:]:
-        key, eq, value = word.partition("=")
-        if not eq:
-            raise UserError(f"{word!r} is not KEY=VALUE; {USAGE}")
-        if key in ("arms", "seeds", "runs_dir") or (key, argv[0]) in (
-                ("out", "report"), ("arm", "placebo"), ("seed", "placebo"), ("draw", "placebo")):
-            args[key] = value
-        elif argv[0] == "run":
-            args["train"].append(word)
-        else:
-            raise UserError(f"{word}: {argv[0]} takes " + ("runs_dir= and out=" if argv[0] == "report" else
-                                                            "arm=, seed=, draw= and runs_dir=") + " only")
-    return args
+    own_keys = {"run": ("arms", "seeds", "runs_dir"), "report": ("arms", "seeds", "runs_dir", "out"),
+                "placebo": ("arms", "seeds", "runs_dir", "arm", "seed", "draw")}[argv[0]]
+    words = parse(argv[2:], own_keys, f"isaac-ppo-study {argv[0]}", hands_on=argv[0] == "run")
+    return {"command": argv[0], "study": argv[1], "runs_dir": "runs", **words.own, "train": words.train}
 
 
 def select(study: Dict[str, Any], args: Dict[str, Any]) -> None:

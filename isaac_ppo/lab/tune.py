@@ -39,6 +39,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from isaac_ppo.config.files import load_named
 from isaac_ppo.errors import UserError
+from isaac_ppo.lab.args import key_of as _key
+from isaac_ppo.lab.args import parse
 from isaac_ppo.loop.stops import STOPPED
 from isaac_ppo.lab.watch import Progress, die_with_parent, train_command
 
@@ -49,24 +51,13 @@ SPEC_KINDS = ("choices", "int", "float")
 _interrupted: List[int] = []
 
 
-def _key(override: str) -> str:
-    return override.partition("=")[0].lstrip("+~")
-
-
 def parse_args(argv: List[str]) -> Tuple[Dict[str, Any], List[str]]:
     """isaac-ppo-tune's own keys, and the overrides handed on to every trial."""
-    own: Dict[str, Any] = {}
-    train: List[str] = []
-    for word in argv:
-        key, eq, value = word.partition("=")
-        if not eq:
-            raise UserError(f"{word!r} is not KEY=VALUE; {USAGE}")
-        if key in OWN_KEYS:
-            own[key] = value
-        elif _key(word) == "experiment":
-            raise UserError("experiment= is set per trial (trial_<n>); name the sweep with study=NAME")
-        else:
-            train.append(word)
+    words = parse(argv, OWN_KEYS, USAGE, hands_on=True)
+    own: Dict[str, Any] = dict(words.own)
+    train = words.train
+    if any(_key(word) == "experiment" for word in train):
+        raise UserError("experiment= is set per trial (trial_<n>); name the sweep with study=NAME")
     missing = [k for k in ("space", "trials", "study") if k not in own]
     if missing:
         raise UserError(f"missing {', '.join(k + '=' for k in missing)}; {USAGE}")

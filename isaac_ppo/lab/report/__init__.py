@@ -77,28 +77,36 @@ __all__ = [
 PROG = "isaac-ppo-report"
 
 
+USAGE = f"""usage: {PROG} DIR [DIR ...] [metric=KEY] [out=DIR] [reps=N] [seed=N]
+
+Summarise isaac-ppo-train runs (single runs or multirun folders, searched recursively): per group of swept
+overrides (seeds pooled), the IQM of the final metric with a 95% stratified bootstrap CI; writes report.md,
+report.csv, runs.csv and figures.
+
+  metric=KEY  a key of metrics.jsonl rows, or diagnostics.NAME or eval.NAME (default: eval.return_mean when the
+              runs evaluated, else window_mean_return)
+  out=DIR     output folder (default: <first DIR>/report)
+  reps=N      bootstrap resamples (default: 2000)
+  seed=N      seed of the bootstrap (default: 0)
+The flag forms --metric KEY, --out DIR, --reps N, --seed N are the same keys."""
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Summarise isaac-ppo-train runs (single runs or multirun folders): per group of swept "
-                    "overrides (seeds pooled), the IQM of the final metric with a 95% stratified bootstrap CI; "
-                    "writes report.md, report.csv, runs.csv and figures.",
-    )
-    parser.add_argument("dirs", nargs="+", metavar="DIR", help="run or multirun folders (searched recursively)")
-    parser.add_argument("--metric", default=None,
-                        help="a key of metrics.jsonl rows, or diagnostics.NAME or eval.NAME (default: eval.return_mean "
-                             "when the runs evaluated, else window_mean_return)")
-    parser.add_argument("--out", default=None, help="output folder (default: <first DIR>/report)")
-    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples (default: 2000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
-    return parser.parse_args(list(argv))
+    """The report's folders and keys (lab/args.py: KEY=VALUE words, as every lab command); a mistake is a
+    UserError naming the word."""
+    from isaac_ppo.lab.args import integer, parse
+
+    words = parse(argv, ("metric", "out", "reps", "seed"), f"usage: {PROG} DIR [DIR ...] [metric=KEY] [out=DIR] "
+                  "[reps=N] [seed=N]", positional=True)
+    if not words.positional:
+        raise UserError(f"no run folder given: {PROG} DIR [DIR ...] (see --help)")
+    return argparse.Namespace(dirs=words.positional, metric=words.own.get("metric"), out=words.own.get("out"),
+                              reps=integer(words, "reps", 2000, 1), seed=integer(words, "seed", 0, 0))
 
 
 def run_report(args: argparse.Namespace, names: Optional[Dict[str, str]] = None) -> List[str]:
     """Gather, print and write the report; the paths written. `names` (run folder -> name) labels the groups
     whose runs share one name by it (a study's arms) instead of by their overrides."""
-    if args.reps < 1:
-        raise UserError(f"--reps {args.reps}: needs at least 1 resample")
     out = args.out if args.out is not None else os.path.join(args.dirs[0], "report")
     report = gather(args.dirs, args.metric, args.reps, args.seed, skip=[out])
     if names:
@@ -121,9 +129,12 @@ def run_report(args: argparse.Namespace, names: Optional[Dict[str, str]] = None)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(word in ("-h", "--help") for word in argv):
+        print(USAGE)
+        return 0
     try:
-        run_report(args)
+        run_report(parse_args(argv))
     except UserError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         raise SystemExit(2)
