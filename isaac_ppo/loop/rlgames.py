@@ -1,63 +1,12 @@
-"""agent=rl_games (agent.backend=rl_games): the task's PPO values trained by rl-games instead of our learner.
+"""agent=rl_games: the task's PPO values trained by rl-games' learner on our env, for a peer comparison on the
+same numbers.
 
-The env is ours (the one isaac-ppo-train built: same task, same simulator, same pool, same seed); rl-games
-(Denys88/rl_games 1.6, IsaacGymEnvs' trainer, imported only here and only when asked for) is plugged in the way
-IsaacGymEnvs' train.py plugs in its RLGPUEnv: an ``IVecEnv`` registered with ``rl_games.common.vecenv`` and
-``rl_games.common.env_configurations``, a ``params`` tree like IsaacGymEnvs' ``cfg/train/<task>PPO.yaml``
-(written to ``<run_dir>/rl_games_params.yaml``), and ``rl_games.torch_runner.Runner``.
-
-Outputs, all inside the run directory:
-- ``metrics.jsonl`` (one row per rl-games epoch = one iteration) and ``metrics.json`` (the summary our
-  RunLogger writes, plus ``"agent": "rl_games"``), ``tb/`` with our TensorBoard tags and ``config.yaml``: what
-  isaac-ppo runs write, so ``isaac-ppo-report`` and TensorBoard put both agents side by side;
-- rl-games' own ``nn/`` (checkpoints: ``<Task>.pth`` whenever its mean reward improves, ``last_<Task>_ep_N_...pth``
-  every ``save_interval_iterations`` epochs and at the end) and ``summaries/`` (its TensorBoard events).
-
-The numbers, on both sides. The training statistics (``episodes``, ``batch_mean_return``, the window
-``window_mean_return`` / ``window_mean_length`` of the last ``agent.games_to_track`` finished episodes) are
-computed by the code our runner uses (``EpisodeTracker``, updated by the vec env adapter from the rewards and
-resets it hands rl-games), in env reward units (before ``agent.reward_scale``), so the two agents' columns are
-the same statistic of the same env. The evaluation (``eval`` every ``eval.interval_env_steps`` env steps, ``final_eval``
-in metrics.json) is ours too (isaac_ppo.loop.evaluate.Evaluator on envs of its own), run on rl-games' network: its
-mean action (and with ``eval.stochastic`` its sampled actions) after rl-games' own observation normaliser, so
-the peer comparison is on the same unlagged, unbiased number. rl-games' own training number is logged beside
-them as ``rl_games_mean_return`` / ``rl_games_mean_length``: its ``game_rewards`` / ``game_lengths``
-``AverageMeter`` over ``games_to_track`` (set to ours), a recency-weighted mean of about the last that many
-finished episodes (when k episodes end in one step, the meter keeps min(K - k, n) of its old weight; k >= K
-replaces it by the mean of those k), where our window is exactly the last K. Those rewards are unscaled too:
-rl-games accumulates ``current_rewards`` from the env's rewards before its ``reward_shaper`` (``scale_value`` =
-``agent.reward_scale``) is applied (the shaped sum is its separate ``shaped_rewards`` tag).
-
-Translated from ``cfg.agent`` (IsaacGymEnvs' rl-games key in brackets): horizon [horizon_length],
-minibatch_size, mini_epochs, learning_rate, lr_schedule (adaptive | linear | constant -> rl-games' ``None``,
-its identity scheduler), kl_threshold, gamma, lam [tau], clip [e_clip], clip_value, critic_coef, entropy_coef,
-bounds_loss_coef, truncate_grads, grad_norm, reward_scale [reward_shaper.scale_value], normalize_input,
-normalize_value, normalize_advantage, mixed_precision (on CUDA only: off on a CPU, as our learner), the
-budget [max_epochs = max_iterations, or max_env_steps // (num_envs x horizon), the smaller when both];
-network hidden/activation/separate/init_log_std [a ``continuous_a2c_logstd`` model, ``actor_critic`` network
-with ``mlp.units``/``mlp.activation``, ``separate``, fixed sigma initialised to init_log_std]. Fixed here:
-``value_bootstrap: True``, ``clip_actions: True``, ``schedule_type: legacy`` (IsaacGymEnvs'), ``score_to_win:
-.inf`` (no early stop), ``save_best_after: 0`` (``<Task>.pth`` whenever rl-games' own mean reward improves, as
-our best.pt does with ours), ``torch_compile: False`` (rl-games 1.6.5 compiles by default; our learner does not),
-``print_stats: False`` (our progress line is printed instead). rl-games' torch threads follow ours:
-``collect_torch_threads`` while it plays steps, ``torch_threads`` for its update.
-
-Known differences of rl-games' algorithm (1.6.5; not ours to change): a time-out is bootstrapped with the
-value of the observation before the last step (ours: of the observation that ended the episode,
-``final_obs``); its minibatches are the same contiguous slices of the batch every epoch (``PPODataset`` without
-``permute``; ours are reshuffled); its KL, which drives the adaptive learning rate and is logged as ``kl``, is
-the change of the policy on a minibatch since that minibatch's previous epoch (``update_mu_sigma``), ours the
-change since the update's start, so the two ``kl`` columns are different quantities; its ``play_time``
-(``collect_s`` here) includes GAE (ours counts GAE in ``update_s``).
-
-Refused in one line (isaac_ppo/config/checks.py): a scheduler other than the fixed synchronous one (rl-games collects
-``num_envs x horizon`` every epoch, synchronously), ``multi_gpu=true`` (not wired here), ``resume=`` and
-``checkpoint=`` (rl-games' checkpoints are not ours; no resume here) and ``test=true`` (when called with it).
-Not refused, simply not
-measured: diagnostics (``diagnostics.*`` is ignored: the probe needs our model). A stop signal (SIGTERM,
-Ctrl-C, SIGUSR2) ends the run at the end of the epoch with rl-games' last checkpoint saved and
-``stopped_by`` set; it is not handed on to submitit (there is no resume to requeue into), and isaac-ppo-train
-exits with status 1 (the run neither finished nor can be continued).
+The env is the one isaac-ppo-train built; rl-games 1.6 (imported only here, only when asked for) is plugged in as
+IsaacGymEnvs' train.py plugs in its RLGPUEnv: an IVecEnv registered with rl-games, a params tree translated from
+cfg.agent (written to <run_dir>/rl_games_params.yaml), and rl_games.torch_runner.Runner. The training statistics
+(EpisodeTracker), metrics.jsonl/metrics.json/tb/ and the evaluation (our Evaluator on rl-games' network) are ours,
+so isaac-ppo-report puts both learners side by side on the same unlagged number. The translation, the settings
+fixed here, what is refused and where rl-games' algorithm differs from ours: docs/rl-games.md.
 """
 from __future__ import annotations
 

@@ -22,19 +22,10 @@ The rule (defaults in brackets):
 observe(k) decides after iteration k's update, so the new split is plan(k + 1)'s (plan(k + 2)'s with
 concurrent collection, where plan(k + 1) is asked before observe(k)).
 
-What issue 21's study found (benchmarks/RESULTS.md, "The paper's question on Ant": the MuJoCo port of Ant, B =
-65,536, a constant learning rate of 1e-3, 14.7M env steps, 5 seeds per split, a 2-core CPU): the premise did not
-hold there. More envs did not learn better: 4096 x 16 ended below 256 x 256 (final evaluation 6,510 against 7,001,
-difference -490, 95% CI -802 to -210), with no higher feature rank (inconclusive) and no dormant unit in any run.
-And this rule's signal, replayed on the study's 25 fixed-split runs (isaac_ppo/lab/report/audit.py), tells the runs
-apart by nothing: every run's feature rank collapses in its first ~1M env steps and recovers slowly, the rule
-takes its reference during the collapse, and from its warmup on it is under stress in every run alike (43 of the
-first 67 iterations in 13 of the 15 runs at B = 65,536, 40 of 67 in the other two, 21 of the first 33 in all 10
-at B = 131,072). Its Spearman with the final return, +0.55, comes from the two batch sizes' iteration counts (the
-larger B had fewer iterations and ended lower), not from the runs' states. On those runs the rule would have
-climbed the ladder at nearly the same iterations whatever the run: a fixed schedule in disguise. By the study's
-protocol (amendment 8) no other rule was fitted: `scheduler=fixed`, the default, is what the study supports. The
-rule stays, to study schedules with; credit one only against its placebo (`isaac-ppo-study placebo`).
+What issue 21's study found on Ant (docs/schedulers.md, "Adaptive"; benchmarks/RESULTS.md): the premise did not
+hold there (4096 x 16 ended below 256 x 256), and this rule's signal told the runs apart by nothing (it is under
+stress in every run alike, a fixed schedule in disguise). scheduler=fixed, the default, is what the study supports;
+the rule stays to study schedules with: credit one only against its placebo (isaac-ppo-study placebo).
 """
 from __future__ import annotations
 
