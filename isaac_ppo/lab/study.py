@@ -14,9 +14,11 @@ study run over several machines or sessions can be carried in git; see below).
 `run` trains every (seed, arm), seeds outermost (so a cut study has every arm on its first seeds), each in its own
 folder <runs_dir>/study/<name>/runs/<arm>/seed_<s> (hydra.run.dir), logging to .../logs/<arm>_seed_<s>.log.
 A run that ended (its budget used, or the study's stop rule met) gets study_done.json and is skipped next time.
-With `archive`, a finished run's folder is also copied to <archive>/<arm>/seed_<s> without its checkpoints,
-TensorBoard files and videos (its rows, summary, config and study_done.json: what the report reads); a run found
-there is done on any machine that has the archive, and the report reads it from there.
+With `archive`, a finished run's small files (its rows, summary, config and study_done.json: what the report reads;
+not its checkpoints, TensorBoard files, videos or train.log) are also archived under <arm>/seed_<s>: into the pack
+the archive names when it ends in .tar.xz (isaac_ppo.lab.archive: one xz-compressed file, rewritten atomically
+with the run added), else into the folder <archive>/<arm>/seed_<s>. A run found there is done on any machine that
+has the archive, and the report reads it from there.
 Resumable: relaunched after a kill or a time limit, the same command continues each cut run in place from its
 last.pt (isaac-ppo-train's own rule: a run folder holding a run of the same config continues it; save_interval_iterations
 sets how much is redone) and skips the finished ones. SIGTERM or Ctrl-C stops the running run (it saves) and
@@ -48,6 +50,7 @@ from isaac_ppo.errors import UserError
 from isaac_ppo.loop.stops import STOPPED
 from isaac_ppo.lab.args import key_of as _key
 from isaac_ppo.lab.args import parse
+from isaac_ppo.lab import archive
 from isaac_ppo.lab.watch import Progress, die_with_parent, read_rows, train_command
 
 USAGE = ("usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...] | "
@@ -105,7 +108,8 @@ def load_study(name: str) -> Dict[str, Any]:
     study.setdefault("thresholds", None)
     archive = study.setdefault("archive", None)
     if archive is not None and not (isinstance(archive, str) and archive.strip()):
-        raise UserError(f"{where}: archive must be a folder (relative to the current directory)")
+        raise UserError(f"{where}: archive must be a folder or a pack (NAME.tar.xz), relative to the current "
+                        f"directory")
     _check_comparisons(study, where)
     return study
 
@@ -142,12 +146,17 @@ def run_folder(root: str, arm: str, seed: int) -> str:
 
 
 # what a finished run keeps in the archive: everything but these (checkpoints, TensorBoard, videos: large, and
-# nothing the report reads)
-NOT_ARCHIVED = shutil.ignore_patterns("checkpoints", "tb", "videos", "*.pt", "*.mp4", "*.tmp")
+# nothing the report reads; train.log: the study logs each run to logs/<arm>_seed_<s>.log)
+NOT_ARCHIVED = archive.NOT_ARCHIVED
 
 
 def archived_folder(study: Dict[str, Any], arm: str, seed: int) -> Optional[str]:
-    return os.path.abspath(os.path.join(study["archive"], arm, f"seed_{seed}")) if study["archive"] else None
+    """The run's folder in the study's archive, whether it holds the run or not (None: no archive). A packed
+    archive (NAME.tar.xz) is read as its unpacked copy (isaac_ppo.lab.archive.unpacked)."""
+    if not study["archive"]:
+        return None
+    where = archive.unpacked(study["archive"]) if archive.is_pack(study["archive"]) else study["archive"]
+    return os.path.abspath(os.path.join(where, arm, f"seed_{seed}"))
 
 
 def finished_folder(root: str, study: Dict[str, Any], arm: str, seed: int) -> Optional[str]:
@@ -159,8 +168,13 @@ def finished_folder(root: str, study: Dict[str, Any], arm: str, seed: int) -> Op
     return None
 
 
-def archive_run(folder: str, target: str) -> None:
-    """Copy a finished run's small files to `target`, replacing an older copy whole (copied aside, then renamed)."""
+def archive_run(folder: str, study: Dict[str, Any], arm: str, seed: int) -> None:
+    """Archive a finished run's small files as (arm, seed), replacing an older copy whole: into the pack (a new
+    pack with the run in it, renamed over the old one), or into the archive folder (copied aside, then renamed)."""
+    if archive.is_pack(study["archive"]):
+        archive.add(study["archive"], f"{arm}/seed_{seed}", folder)
+        return
+    target = archived_folder(study, arm, seed)
     staging = target + ".tmp"
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(folder, staging, ignore=NOT_ARCHIVED)
@@ -297,7 +311,7 @@ def run_study(study: Dict[str, Any], runs_dir: str, extra: List[str]) -> int:
     for pair in done:  # (finished before the archive was set, or before its copy was made)
         target = archived_folder(study, *pair)
         if target and not os.path.isfile(os.path.join(target, DONE)):
-            archive_run(run_folder(root, *pair), target)
+            archive_run(run_folder(root, *pair), study, *pair)
     where = f"; archive {os.path.abspath(study['archive'])}" if study["archive"] else ""
     print(f"[study] {study['name']} ({study['path']}): {len(done)}/{len(pairs)} runs done; folder {root}{where}",
           flush=True)
@@ -310,9 +324,8 @@ def run_study(study: Dict[str, Any], runs_dir: str, extra: List[str]) -> int:
         if (arm, seed) in done:
             continue
         ended = run_one(root, study, arm, seed, extra)
-        target = archived_folder(study, arm, seed)
-        if target and os.path.isfile(os.path.join(run_folder(root, arm, seed), DONE)):
-            archive_run(run_folder(root, arm, seed), target)
+        if study["archive"] and os.path.isfile(os.path.join(run_folder(root, arm, seed), DONE)):
+            archive_run(run_folder(root, arm, seed), study, arm, seed)
         print(f"[study] {arm} seed {seed}: {ended}", flush=True)
         if ended.startswith("failed"):
             failed.append(f"{arm} seed {seed}")
@@ -351,7 +364,8 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
                        f"{r['env_steps']:,} env steps: {r.get('message', '')}"
                        for r in records.values() if r["ended_by"] == "stopped itself"]
     machine_of = {folder: record.get("machine") for folder, record in records.items()}
-    written = clock.write(runs, study, out, machines, ended_otherwise, machine_of)
+    # a study with an archive keeps its runs' rows there: no second copy of them beside the report
+    written = clock.write(runs, study, out, machines, ended_otherwise, machine_of, copies=not study["archive"])
     checked = {folder: r["gait"] for folder, r in records.items() if "gait" in r}
     flagged: Dict[str, str] = {}  # run folder -> "arm seed s", for the runs past the gait flag
     if checked:

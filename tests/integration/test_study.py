@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from isaac_ppo.lab import archive
+
 pytestmark = pytest.mark.slow
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-study")
@@ -92,8 +94,9 @@ def test_a_study_runs_is_stopped_and_killed_resumes_in_place_and_reports(tmp_pat
     for arm, values in summary["arms"].items():
         assert values["runs"] == 2 and len(values["clock_s"]) == 2
         assert sum(values["time_shares"].values()) == pytest.approx(1.0, abs=0.01)
-        copies = [out / "metrics" / f"{arm}_seed_{seed}.jsonl" for seed in (0, 1)]
-        evals = [json.loads(line)["eval"]["return_mean"] for line in copies[0].read_text().splitlines()
+        copies = archive.read(str(out / "metrics.tar.xz"))  # (no archive: the report keeps the rows, packed)
+        assert sorted(copies) == sorted(f"{a}_seed_{seed}.jsonl" for a in summary["arms"] for seed in (0, 1))
+        evals = [json.loads(line)["eval"]["return_mean"] for line in copies[f"{arm}_seed_0.jsonl"].decode().splitlines()
                  if "eval" in json.loads(line)]
         own = [r["eval"]["return_mean"] for r in rows(root / "runs" / arm / "seed_0") if "eval" in r]
         assert evals == own and len(own) == 2  # the copies hold the runs' own numbers
@@ -185,38 +188,48 @@ def test_a_run_that_stops_itself_is_an_outcome_but_a_refused_one_stops_the_study
     assert "healthy seed 1: isaac-ppo-train said:" in refused.stderr and "no_such_key" in refused.stderr
 
 
-def test_an_archived_study_is_done_on_a_fresh_machine_and_reports_from_its_archive(tmp_path):
-    """archive: each finished run's small files are copied out of runs_dir (a study carried in git across
-    sessions whose runs_dir is lost): on a machine with only the archive, `run` starts nothing and `report` reads it."""
+@pytest.mark.parametrize("packed", [True, False], ids=["pack", "folder"])
+def test_an_archived_study_is_done_on_a_fresh_machine_and_reports_from_its_archive(tmp_path, packed):
+    """archive: each finished run's small files are archived out of runs_dir (a study carried in git across
+    sessions whose runs_dir is lost): on a machine with only the archive, `run` starts nothing and `report` reads it.
+    The archive is a pack (NAME.tar.xz, what the shipped studies keep) or a folder."""
     definition = tmp_path / "kept.yaml"
-    archive = tmp_path / "archive"
+    where = tmp_path / ("archive.tar.xz" if packed else "archive")
     definition.write_text(
         "common: [task=Cartpole, sim=mujoco, diagnostics=off, num_envs=32, agent.minibatch_size=256, "
         "max_iterations=2, eval.interval_env_steps=256, eval.num_envs=8, save_interval_iterations=1]\n"
         "arms: {small: []}\n"
-        f"seeds: [0, 1]\narchive: {archive}\n")
+        f"seeds: [0, 1]\narchive: {where}\n")
     first = subprocess.run([SCRIPT, "run", str(definition), "seeds=0", f"runs_dir={tmp_path / 'a'}"],
                            capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stdout + first.stderr
-    kept = archive / "small" / "seed_0"
+    kept = archive.read(str(where)) if packed else {
+        os.path.relpath(os.path.join(d, n), where).replace(os.sep, "/"): open(os.path.join(d, n), "rb").read()
+        for d, _, names in os.walk(where) for n in names}
     run = tmp_path / "a" / "study" / "kept" / "runs" / "small" / "seed_0"
     assert (run / "checkpoints" / "last.pt").is_file() and (run / "tb").is_dir()
-    assert sorted(p.name for p in kept.iterdir()) == [".hydra", "config.yaml", "metrics.json", "metrics.jsonl",
-                                                        "study_done.json", "train.log"]
-    assert (kept / "metrics.jsonl").read_text() == (run / "metrics.jsonl").read_text()
+    assert sorted(kept) == ["small/seed_0/" + name for name in (
+        ".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml", "config.yaml", "metrics.json",
+        "metrics.jsonl", "study_done.json")]  # no checkpoints, TensorBoard files or train.log
+    assert kept["small/seed_0/metrics.jsonl"] == (run / "metrics.jsonl").read_bytes()
 
     # another machine: a new runs_dir, the archive alone
     again = subprocess.run([SCRIPT, "run", str(definition), f"runs_dir={tmp_path / 'b'}"], capture_output=True,
                            text=True, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "1/2 runs done" in again.stdout and "small seed 0: starting" not in again.stdout
-    assert "small seed 1: starting" in again.stdout and (archive / "small" / "seed_1" / "study_done.json").is_file()
+    assert "small seed 1: starting" in again.stdout
+    second = "small/seed_1/study_done.json"
+    assert (second in archive.read(str(where))) if packed else (where / second).is_file()
     report = subprocess.run([SCRIPT, "report", str(definition), f"runs_dir={tmp_path / 'c'}"], capture_output=True,
                             text=True, timeout=120)
     assert report.returncode == 0, report.stdout + report.stderr
     summary = json.loads((tmp_path / "c" / "study" / "kept" / "report" / "study.json").read_text())
     assert summary["arms"]["small"]["runs"] == 2
     assert "2/2" in (tmp_path / "c" / "study" / "kept" / "report" / "report.md").read_text()
+    assert not (tmp_path / "c" / "study" / "kept" / "report" / "metrics.tar.xz").exists()  # the rows: in the archive
+    listed = (tmp_path / "c" / "study" / "kept" / "report" / "runs.csv").read_text()
+    assert str(tmp_path / "archive" / "small" / "seed_0") in listed  # (a packed run named as in the folder)
 
 
 def test_an_archive_that_is_not_a_folder_name_is_refused(tmp_path):

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from isaac_ppo.config.files import cfg_dir
+from isaac_ppo.lab.archive import is_pack, read
 from isaac_ppo.lab.study import load_study
 from isaac_ppo.config.compose import compose_config
 
@@ -40,6 +41,26 @@ def test_a_shipped_study_s_archive_is_carried_by_git(name):
         pytest.skip(f"{name} keeps no archive")
     if not os.path.isdir(os.path.join(ROOT, ".git")):
         pytest.skip("not a git checkout")
-    probe = os.path.join(archive, "some_arm", "seed_0", "metrics.jsonl")
+    probe = archive if is_pack(archive) else os.path.join(archive, "some_arm", "seed_0", "metrics.jsonl")
     ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", probe], cwd=ROOT)
     assert ignored.returncode == 1, f"{name}: git ignores its archive {archive}: fix .gitignore"
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_a_shipped_study_s_archive_holds_finished_runs_of_its_own_arms_and_seeds(name):
+    """What the archive holds is what `run` skips and `report` reads: every run in it is one of the study's (arm,
+    seed) with its study_done.json and rows; a pack (NAME.tar.xz: what the shipped studies keep) reads whole."""
+    study = load_study(name)
+    if not study["archive"]:
+        pytest.skip(f"{name} keeps no archive")
+    path = os.path.join(ROOT, study["archive"])
+    if not os.path.exists(path):
+        pytest.skip(f"{name}: its archive {study['archive']} is not in this checkout (no run finished yet)")
+    assert is_pack(path), f"{name}: a shipped archive is a pack (python -m isaac_ppo.lab.archive pack FOLDER)"
+    files = read(path)
+    runs = {tuple(member.split("/")[:2]) for member in files}
+    expected = {(arm, f"seed_{seed}") for arm in study["arms"] for seed in study["seeds"]}
+    assert runs and runs <= expected, f"{name}: runs not of the study: {sorted(runs - expected)}"
+    for arm, seed in runs:
+        for needed in ("study_done.json", "metrics.jsonl", "metrics.json", "config.yaml", ".hydra/overrides.yaml"):
+            assert f"{arm}/{seed}/{needed}" in files, f"{name}: {arm}/{seed} lacks {needed}"

@@ -22,6 +22,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from isaac_ppo.errors import UserError
+from isaac_ppo.lab.archive import folder_name, is_pack
 from isaac_ppo.lab.report.figures import MAX_CURVE_POINTS, common_grid, diagnostic_names, group_curve, write_figures
 from isaac_ppo.lab.report.groups import (
     Group,
@@ -107,7 +108,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def run_report(args: argparse.Namespace, names: Optional[Dict[str, str]] = None) -> List[str]:
     """Gather, print and write the report; the paths written. `names` (run folder -> name) labels the groups
     whose runs share one name by it (a study's arms) instead of by their overrides."""
-    out = args.out if args.out is not None else os.path.join(args.dirs[0], "report")
+    out = args.out
+    if out is None:  # beside a packed archive (isaac_ppo.lab.archive) rather than inside it: NAME_report
+        out = folder_name(args.dirs[0]) + "_report" if is_pack(args.dirs[0]) else os.path.join(args.dirs[0], "report")
     report = gather(args.dirs, args.metric, args.reps, args.seed, skip=[out])
     if names:
         name_groups(report.groups, names)

@@ -140,14 +140,16 @@ def commands(study: Dict[str, Any]) -> str:
 
 
 def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines: Sequence[Dict[str, Any]] = (),
-          ended_otherwise: Sequence[str] = (), machine_of: Optional[Dict[str, Dict[str, Any]]] = None) -> List[str]:
-    """study.json, study.md, the two figures and metrics/<arm>_seed_<s>.jsonl (thinned: MAX_PLAIN_ROWS) under
-    out; the paths written.
+          ended_otherwise: Sequence[str] = (), machine_of: Optional[Dict[str, Dict[str, Any]]] = None,
+          copies: bool = True) -> List[str]:
+    """study.json, study.md, the two figures and, with copies, metrics.tar.xz (each run's rows, thinned to
+    MAX_PLAIN_ROWS, as the member <arm>_seed_<s>.jsonl: isaac_ppo.lab.archive's pack) under out; the paths written.
+    A study with an archive keeps its runs' rows there: its report writes no copies (no run row kept twice).
     machines: the distinct machines the runs ran on (as machine() described each); ended_otherwise: a line for
     each run that ended before its budget or the study's stop rule (it stopped itself); machine_of: run folder ->
     its machine. When the runs ran on more than one machine kind (machine_label), the seconds in the main table
     pool them, so study.md adds the table once per kind over that kind's runs: seconds compare only there."""
-    os.makedirs(os.path.join(out, "metrics"), exist_ok=True)
+    os.makedirs(out, exist_ok=True)
     thresholds = _thresholds(next(iter(runs.values())), study.get("thresholds"))
     marks = [float(m) for m in study.get("marks_min") or []]
     rows = {f: read_rows(os.path.join(f, "metrics.jsonl")) for folders in runs.values() for f in folders}  # (once)
@@ -160,16 +162,20 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
                        for arm, folders in arms.items()}
                 for kind, arms in sorted(kinds.items())} if len(kinds) > 1 else {}
     written = []
-    for arm, folders in runs.items():
-        for folder in folders:
-            path = os.path.join(out, "metrics", f"{arm}_{os.path.basename(folder)}.jsonl")
-            mine = rows[folder]
-            stride = max(1, -(-len(mine) // MAX_PLAIN_ROWS))
-            with open(path, "w") as f:
-                for i, row in enumerate(mine):  # every evaluation and diagnostics row; other rows at a stride
-                    if i % stride == 0 or "eval" in row or "diagnostics" in row or i == len(mine) - 1:
-                        f.write(json.dumps({k: row[k] for k in KEPT if k in row}) + "\n")
-            written.append(path)
+    if copies:
+        from isaac_ppo.lab import archive
+
+        packed: Dict[str, bytes] = {}
+        for arm, folders in runs.items():
+            for folder in folders:
+                mine = rows[folder]
+                stride = max(1, -(-len(mine) // MAX_PLAIN_ROWS))
+                packed[f"{arm}_{os.path.basename(folder)}.jsonl"] = "".join(
+                    json.dumps({k: row[k] for k in KEPT if k in row}) + "\n" for i, row in enumerate(mine)
+                    # every evaluation and diagnostics row; other rows at a stride
+                    if i % stride == 0 or "eval" in row or "diagnostics" in row or i == len(mine) - 1).encode()
+        archive.write(os.path.join(out, "metrics.tar.xz"), packed)
+        written.append(os.path.join(out, "metrics.tar.xz"))
     result = {"study": study["name"], "definition": study["source"], "machines": list(machines), "thresholds": thresholds,
               "marks_min": marks, "ended_otherwise": list(ended_otherwise),
               "arms": {arm: {"overrides": study["arms"][arm], **values} for arm, values in summary.items()},

@@ -13,6 +13,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from isaac_ppo.errors import UserError
+from isaac_ppo.lab.archive import is_pack, unpacked
 from isaac_ppo.lab.report.runs import (Run, _get, check_metric, default_metric, find_run_dirs, join_resumed, load_run,
                                    run_final)
 from isaac_ppo.stats import iqm, stratified_bootstrap_ci
@@ -181,6 +182,8 @@ def gather(dirs: Sequence[str], metric: Optional[str] = None, reps: int = 2000, 
     paths: List[str] = []
     seen = set()
     for root in dirs:
+        if is_pack(root) and os.path.isfile(root):
+            root = unpacked(root)  # a study's packed archive, read as its folder (isaac_ppo.lab.archive)
         if not os.path.isdir(root):
             raise UserError(f"{root}: no such directory")
         found = find_run_dirs(root, skip)

@@ -6,6 +6,7 @@ import math
 import os
 from typing import List, Optional, Sequence, Tuple
 
+from isaac_ppo.lab.archive import shown
 from isaac_ppo.lab.report.groups import Report
 from isaac_ppo.lab.report.runs import EVAL_METRIC, TRAINING_METRIC, _fmt_steps, run_final
 
@@ -87,8 +88,8 @@ def console_text(report: Report) -> str:
     if left_out:
         parts.append("")
         parts.append(f"not in the statistics ({len(left_out)} of {len(report.runs)} runs):")
-        width = max(len(run.path) for run, _ in left_out)
-        parts += [f"  {run.path.ljust(width)}  {why}" for run, why in left_out]
+        width = max(len(shown(run.path)) for run, _ in left_out)
+        parts += [f"  {shown(run.path).ljust(width)}  {why}" for run, why in left_out]
     return "\n".join(parts)
 
 
@@ -101,7 +102,7 @@ def markdown_text(report: Report, figures: Sequence[str]) -> str:
     left_out = report.left_out
     if left_out:
         parts += [f"Not in the statistics ({len(left_out)} of {len(report.runs)} runs):", ""]
-        parts += [f"- `{run.path}`: {why}" for run, why in left_out]
+        parts += [f"- `{shown(run.path)}`: {why}" for run, why in left_out]
         parts.append("")
     if figures:
         parts += [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in figures]
@@ -140,6 +141,7 @@ def write_csvs(report: Report, out: str) -> List[str]:
 def _shown_path(path: str) -> str:
     """A run folder below the working directory as a relative path (a report committed beside its runs names them
     the same on every checkout), any other as given."""
+    path = shown(path)  # (a run read from a packed archive: named as in the archive's folder)
     relative = os.path.relpath(os.path.abspath(path))
     return path if relative.startswith("..") else relative
 
