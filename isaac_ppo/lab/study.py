@@ -1,37 +1,8 @@
 """isaac-ppo-study: a study (arms x seeds of isaac-ppo-train) run into one folder, resumable, and its report.
 
-usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...]
-       isaac-ppo-study report STUDY [runs_dir=DIR] [out=DIR]
-       isaac-ppo-study placebo STUDY arm=ARM seed=S [draw=N] [runs_dir=DIR]
-
-STUDY is cfg/study/<name>.yaml (or a path to such a file): `common` overrides for every run, `arms` (a name each,
-with its overrides), `seeds`, and optionally `stop` (`minutes`: stop a run when its clock, evaluation included,
-passes them; `at_return`: stop it at its first evaluation return at or over the value) and, for the report,
-`thresholds` (default: the task's solve_thresholds) and `marks_min` (the evaluation return at these minutes), and
-`archive` (a folder, relative to the current directory: each finished run's small files are copied there, so that a
-study run over several machines or sessions can be carried in git; see below).
-
-`run` trains every (seed, arm), seeds outermost (so a cut study has every arm on its first seeds), each in its own
-folder <runs_dir>/study/<name>/runs/<arm>/seed_<s> (hydra.run.dir), logging to .../logs/<arm>_seed_<s>.log.
-A run that ended (its budget used, or the study's stop rule met) gets study_done.json and is skipped next time.
-With `archive`, a finished run's small files (its rows, summary, config and study_done.json: what the report reads;
-not its checkpoints, TensorBoard files, videos or train.log) are also archived under <arm>/seed_<s>: into the pack
-the archive names when it ends in .tar.xz (isaac_ppo.lab.archive: one xz-compressed file, rewritten atomically
-with the run added), else into the folder <archive>/<arm>/seed_<s>. A run found there is done on any machine that
-has the archive, and the report reads it from there.
-Resumable: relaunched after a kill or a time limit, the same command continues each cut run in place from its
-last.pt (isaac-ppo-train's own rule: a run folder holding a run of the same config continues it; save_interval_iterations
-sets how much is redone) and skips the finished ones. SIGTERM or Ctrl-C stops the running run (it saves) and
-exits 75; if this process is killed outright, the run still gets SIGTERM and saves. A run killed before its first
-checkpoint has nothing to continue: its folder is started again.
-
-`report` writes <runs_dir>/study/<name>/report (or out=DIR): the clock view of every arm (isaac_ppo.lab.report.clock:
-time to each threshold, evaluation return at the marks, where the time went, evaluation return against seconds and
-against env steps), each run's rows as small JSONL (metrics/<arm>_seed_<s>.jsonl: no checkpoints), and, when runs
-ended on their budget, isaac-ppo-report's tables and figures over them.
-
-`placebo` prints an arm to add to a study: the finished run's changes of split at random iterations
-(isaac_ppo.lab.report.placebo; draw= seeds the draw, default the run's seed).
+Why a command of its own: a comparison worth reporting needs many seeds of many arms, longer than one session or one
+machine; each run is a real isaac-ppo-train in a folder of its own, a finished run is archived (a pack carried in
+git), and the report reads the archive first, so the same command continues the study anywhere. HELP is --help.
 """
 from __future__ import annotations
 
@@ -53,6 +24,40 @@ from isaac_ppo.lab.args import parse
 from isaac_ppo.lab import archive
 from isaac_ppo.lab.watch import Progress, die_with_parent, read_rows, train_command
 
+
+HELP = """usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...]
+       isaac-ppo-study report STUDY [runs_dir=DIR] [out=DIR]
+       isaac-ppo-study placebo STUDY arm=ARM seed=S [draw=N] [runs_dir=DIR]
+
+STUDY is cfg/study/<name>.yaml (or a path to such a file): `common` overrides for every run, `arms` (a name each,
+with its overrides), `seeds`, and optionally `stop` (`minutes`: stop a run when its clock, evaluation included,
+passes them; `at_return`: stop it at its first evaluation return at or over the value) and, for the report,
+`thresholds` (default: the task's solve_thresholds) and `marks_min` (the evaluation return at these minutes), and
+`archive` (NAME.tar.xz, one pack, or a folder, relative to the current directory: each finished run's small files
+go there, so that a study run over several machines or sessions can be carried in git; see below).
+
+`run` trains every (seed, arm), seeds outermost (so a cut study has every arm on its first seeds), each in its own
+folder <runs_dir>/study/<name>/runs/<arm>/seed_<s> (hydra.run.dir), logging to .../logs/<arm>_seed_<s>.log.
+A run that ended (its budget used, or the study's stop rule met) gets study_done.json and is skipped next time.
+With `archive`, a finished run's small files (its rows, summary, config and study_done.json: what the report reads;
+not its checkpoints, TensorBoard files, videos or train.log) are also archived under <arm>/seed_<s>: into the pack
+the archive names when it ends in .tar.xz (isaac_ppo.lab.archive: one xz-compressed file, rewritten atomically
+with the run added), else into the folder <archive>/<arm>/seed_<s>. A run found there is done on any machine that
+has the archive, and the report reads it from there.
+Resumable: relaunched after a kill or a time limit, the same command continues each cut run in place from its
+last.pt (isaac-ppo-train's own rule: a run folder holding a run of the same config continues it; save_interval_iterations
+sets how much is redone) and skips the finished ones. SIGTERM or Ctrl-C stops the running run (it saves) and
+exits 75; if this process is killed outright, the run still gets SIGTERM and saves. A run killed before its first
+checkpoint has nothing to continue: its folder is started again.
+
+`report` writes <runs_dir>/study/<name>/report (or out=DIR): the clock view of every arm (isaac_ppo.lab.report.clock:
+time to each threshold, evaluation return at the marks, where the time went, evaluation return against seconds and
+against env steps), the runs' rows when the study keeps no archive (metrics.tar.xz; with an archive they are there
+already), and, when runs ended on their budget, isaac-ppo-report's tables and figures over them.
+
+`placebo` prints an arm to add to a study: the finished run's changes of split at random iterations
+(isaac_ppo.lab.report.placebo; draw= seeds the draw, default the run's seed).
+"""
 USAGE = ("usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR] [TRAIN_OVERRIDE ...] | "
          "isaac-ppo-study report STUDY [runs_dir=DIR] [out=DIR] | "
          "isaac-ppo-study placebo STUDY arm=ARM seed=S [draw=N] [runs_dir=DIR]")
@@ -419,7 +424,7 @@ def print_placebo(study: Dict[str, Any], args: Dict[str, Any]) -> int:
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
+        print(HELP)
         return 0 if argv else 2
     try:
         args = parse_args(argv)

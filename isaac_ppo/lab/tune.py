@@ -1,27 +1,9 @@
 """isaac-ppo-tune: a resumable Optuna study over isaac-ppo-train's settings, minimising time to a solve threshold.
 
-usage: isaac-ppo-tune space=NAME trials=N study=NAME [storage=URL] [trial_cap_s=S] [TRAIN_OVERRIDE ...]
-
-The search space is cfg/tune/<space>.yaml (or a path to such a file): fixed overrides, the keys searched, the
-threshold (default: the task's first `solve_thresholds`), the per-trial wall-clock cap and the pruner's settings.
-Each trial is a real `isaac-ppo-train` subprocess (runs_dir=<study folder>/trials, experiment=trial_<n>); this
-process reads its metrics.jsonl while it runs and stops it with SIGTERM (train saves and exits 75) when the
-evaluation return reaches the threshold, when the trial's training clock passes the cap, or when the pruner says so.
-
-The objective is the seconds from the start of training (evaluation included) at which the evaluation's
-return_mean first reached the threshold: metrics.json's `solve_times` when the run wrote it, else the rows
-(row["eval"]["wall_s"], or the row's wall_s plus the evaluations' own seconds so far). A trial that misses scores
-cap * (1 + gap), gap = (threshold - best eval return) / |threshold| clipped to [0, 1]: every miss ranks behind
-every solve (all of which score <= cap), and among misses the one that came closer ranks better, so the sampler
-sees a slope instead of a plateau of equal failures. The pruner (MedianPruner) compares that same score at fixed
-ticks of training time (report_every_s), so trials are compared at equal wall clock, the quantity minimised.
-
-Optuna is driven directly, not through Hydra's Optuna sweeper: hydra-optuna-sweeper 1.3 pins optuna 2.10, whose
-SQLite storage fails under SQLAlchemy 2, and the sweeper cannot stop a trial early. The study lives in an Optuna
-storage (default sqlite:///<runs_dir>/tune/<study>/study.db) opened with load_if_exists, so the same command
-resumes: finished trials (complete or pruned) count toward trials=N; a trial left RUNNING by a tuner that was
-killed (its process gone on this host) is marked FAIL and its parameters are queued again. SIGTERM or Ctrl-C
-stops the running trial (train saves), marks it FAIL with its parameters queued, and exits 75.
+Why this shape: each trial is a real isaac-ppo-train watched from outside and stopped when it solves, times out or
+is pruned; the objective ranks every miss behind every solve but keeps a slope among misses; Optuna is driven
+directly (Hydra's Optuna sweeper pins an Optuna whose storage fails under SQLAlchemy 2, and cannot stop a trial
+early). HELP is --help.
 """
 from __future__ import annotations
 
@@ -44,6 +26,30 @@ from isaac_ppo.lab.args import parse
 from isaac_ppo.loop.stops import STOPPED
 from isaac_ppo.lab.watch import Progress, die_with_parent, train_command
 
+
+HELP = """usage: isaac-ppo-tune space=NAME trials=N study=NAME [storage=URL] [trial_cap_s=S] [TRAIN_OVERRIDE ...]
+
+The search space is cfg/tune/<space>.yaml (or a path to such a file): fixed overrides, the keys searched, the
+threshold (default: the task's first `solve_thresholds`), the per-trial wall-clock cap and the pruner's settings.
+Each trial is a real `isaac-ppo-train` subprocess (runs_dir=<study folder>/trials, experiment=trial_<n>); this
+process reads its metrics.jsonl while it runs and stops it with SIGTERM (train saves and exits 75) when the
+evaluation return reaches the threshold, when the trial's training clock passes the cap, or when the pruner says so.
+
+The objective is the seconds from the start of training (evaluation included) at which the evaluation's
+return_mean first reached the threshold: metrics.json's `solve_times` when the run wrote it, else the rows
+(row["eval"]["wall_s"], or the row's wall_s plus the evaluations' own seconds so far). A trial that misses scores
+cap * (1 + gap), gap = (threshold - best eval return) / |threshold| clipped to [0, 1]: every miss ranks behind
+every solve (all of which score <= cap), and among misses the one that came closer ranks better, so the sampler
+sees a slope instead of a plateau of equal failures. The pruner (MedianPruner) compares that same score at fixed
+ticks of training time (report_every_s), so trials are compared at equal wall clock, the quantity minimised.
+
+Optuna is driven directly, not through Hydra's Optuna sweeper: hydra-optuna-sweeper 1.3 pins optuna 2.10, whose
+SQLite storage fails under SQLAlchemy 2, and the sweeper cannot stop a trial early. The study lives in an Optuna
+storage (default sqlite:///<runs_dir>/tune/<study>/study.db) opened with load_if_exists, so the same command
+resumes: finished trials (complete or pruned) count toward trials=N; a trial left RUNNING by a tuner that was
+killed (its process gone on this host) is marked FAIL and its parameters are queued again. SIGTERM or Ctrl-C
+stops the running trial (train saves), marks it FAIL with its parameters queued, and exits 75.
+"""
 USAGE = ("usage: isaac-ppo-tune space=NAME trials=N study=NAME [storage=URL] [trial_cap_s=S] "
          "[TRAIN_OVERRIDE ...]")
 OWN_KEYS = ("space", "trials", "study", "storage", "trial_cap_s")
@@ -354,7 +360,7 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
+        print(HELP)
         return 0 if argv else 2
     try:
         own, extra = parse_args(argv)
