@@ -10,7 +10,7 @@ import pytest
 
 from isaac_ppo.config.files import cfg_dir
 from isaac_ppo.lab.archive import is_pack, read
-from isaac_ppo.lab.study import load_study
+from isaac_ppo.lab.study_definition import load_study
 from isaac_ppo.config.compose import compose_config
 
 STUDIES = sorted(name[:-5] for name in os.listdir(cfg_dir("study")) if name.endswith(".yaml"))

@@ -1,7 +1,7 @@
-"""Where a study reads a finished run from (isaac_ppo.lab.study.finished_folder)."""
+"""Where a study reads a finished run from (isaac_ppo.lab.study_definition.finished_folder)."""
 from __future__ import annotations
 
-from isaac_ppo.lab.study import DONE, archived_folder, finished_folder, run_folder
+from isaac_ppo.lab.study_definition import DONE, archived_folder, finished_folder, run_folder
 
 
 def test_a_finished_run_is_read_from_the_archive_first_then_from_its_run_folder(tmp_path):
