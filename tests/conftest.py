@@ -9,13 +9,17 @@ it: physics is the same with any thread count, and torch_threads (2, the config'
 MuJoCo Warp compiles its kernels per model on first use, then caches them (from an empty cache on a quiet 2-core
 machine: Cartpole 28 s, then Ant 9 s and Humanoid 4 s more; about 2 minutes for Cartpole when the cores are busy).
 The default suite runs sim=mjwarp on Cartpole only; tests marked ``mjwarp_models`` need Ant and Humanoid too and
-run with ``--mjwarp-all-models`` (before landing a change to tasks/ or tasks/sim/warp.py).
+run with ``--mjwarp-all-models`` (before landing a change to tasks/ or tasks/sim/warp.py). ``--mjwarp-device=cuda``
+runs the contract suite's and the equivalence tests' MuJoCo Warp envs on a GPU (the GPU kit's proof,
+benchmarks/gpu/); the default, cpu, is Warp's CPU device.
 """
 from __future__ import annotations
 
 import os
 
 import pytest
+
+MJWARP_DEVICE = "ISAAC_PPO_TEST_MJWARP_DEVICE"
 
 
 def _pin_xdist_worker() -> None:
@@ -32,10 +36,15 @@ def _pin_xdist_worker() -> None:
 def pytest_addoption(parser):
     parser.addoption("--mjwarp-all-models", action="store_true", default=False,
                      help="also run the sim=mjwarp tests on Ant and Humanoid (compiles their MuJoCo Warp kernels)")
+    parser.addoption("--mjwarp-device", default=None,
+                     help="the device of the MuJoCo Warp envs in the contract and equivalence tests (default cpu: "
+                          f"Warp's CPU device; cuda on a GPU); sets {MJWARP_DEVICE}")
 
 
 def pytest_configure(config):
     _pin_xdist_worker()
+    if config.getoption("--mjwarp-device"):  # (read by the test modules when they are imported, after this)
+        os.environ[MJWARP_DEVICE] = config.getoption("--mjwarp-device")
     config.addinivalue_line("markers", "mjwarp_models: sim=mjwarp on Ant and Humanoid (run with --mjwarp-all-models)")
 
 

@@ -4,11 +4,13 @@ the active subset, determinism, reward terms, divergence, and exact resume: the 
 
 sim=mjwarp runs on Cartpole in the default suite (its kernels compile once per model, ~1-2 minutes on an empty
 cache: tests/conftest.py); on Ant and Humanoid with --mjwarp-all-models. The mjwarp cases share one xdist
-worker (xdist_group), so the suite compiles them once.
+worker (xdist_group), so the suite compiles them once. `--mjwarp-device=cuda` (tests/conftest.py) puts the mjwarp
+envs on a GPU instead.
 """
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 import torch
@@ -19,6 +21,7 @@ from isaac_ppo.envs.episodes import EpisodeTracker
 from isaac_ppo.errors import InputError
 
 MJWARP = pytest.mark.xdist_group("mjwarp")
+MJWARP_DEVICE = os.environ.get("ISAAC_PPO_TEST_MJWARP_DEVICE", "cpu")  # (pytest --mjwarp-device=cuda sets it)
 
 
 def case(sim: str, task: str):
@@ -43,7 +46,7 @@ TERMS = {
 def build(sim: str, task: str, num_envs: int, **kwargs):
     if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
         require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
-    return make(task, num_envs, sim=sim, device="cpu", **kwargs)
+    return make(task, num_envs, sim=sim, device=MJWARP_DEVICE if sim == "mjwarp" else "cpu", **kwargs)
 
 
 def knock_down(env, task: str, ids) -> None:
@@ -148,7 +151,7 @@ def test_set_active_steps_only_the_leading_envs_and_the_rest_resume_where_they_s
 @pytest.mark.parametrize("sim,task", CASES)
 def test_reward_terms_add_up_to_the_reward_and_to_each_episode_return(sim, task):
     env = build(sim, task, 16, seed=2, episodeLength=20)
-    tracker = EpisodeTracker(16)
+    tracker = EpisodeTracker(16, env.device)
     env.reset()
     generator = torch.Generator().manual_seed(0)
     deaths = 0
@@ -172,7 +175,7 @@ def test_reward_terms_add_up_to_the_reward_and_to_each_episode_return(sim, task)
 @pytest.mark.parametrize("sim,task", CASES)
 def test_a_non_finite_state_is_diverged_reset_counted_and_kept_out_of_every_statistic(sim, task):
     env = build(sim, task, 4)
-    tracker = EpisodeTracker(4)
+    tracker = EpisodeTracker(4, env.device)
     env.reset()
     env.qvel[2, -1] = float("nan")
     obs, rew, resets, extras = env.step(torch.zeros(4, env.num_actions))

@@ -1,6 +1,7 @@
 """sim=mjwarp: MuJoCo Warp against mujoco.batch from the same state and controls, what only MuJoCo Warp needs
 (overflowed buffers, the choice sim=auto makes), and a run that learns on it. On Warp's CPU device; Cartpole in
-the default suite, Ant and Humanoid with --mjwarp-all-models (tests/conftest.py). The contract itself, on both
+the default suite, Ant and Humanoid with --mjwarp-all-models (tests/conftest.py); with --mjwarp-device=cuda the
+equivalence tests put MuJoCo Warp on a GPU, and compare it with Warp's CPU device too. The contract itself, on both
 backends, is tests/integration/test_backend_contract.py."""
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from isaac_ppo.envs import make
 from isaac_ppo.envs.make import resolve_sim
 
 pytestmark = pytest.mark.xdist_group("mjwarp")  # one worker compiles the kernels, once
+DEVICE = os.environ.get("ISAAC_PPO_TEST_MJWARP_DEVICE", "cpu")  # (pytest --mjwarp-device=cuda sets it)
 
 
 def models(*tasks):
@@ -31,18 +33,19 @@ def needs_mujoco_warp():
         require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
 
 
-def same_start(task: str, num_envs: int = 6, seed: int = 4):
-    """A mujoco.batch env and a MuJoCo Warp env of task in one state: the batch's reset state rounded to float32
-    (Warp's precision), written to both; derived fields refreshed on both."""
-    batch = make(task, num_envs, sim="mujoco", seed=seed)
-    warp = make(task, num_envs, sim="mjwarp", seed=seed)
+def same_start(task: str, num_envs: int = 6, seed: int = 4, reference: str = "mujoco"):
+    """A reference env (mujoco.batch, or MuJoCo Warp on its CPU device) and a MuJoCo Warp env of task (on DEVICE)
+    in one state: the reference's reset state rounded to float32 (Warp's precision), written to both; derived
+    fields refreshed on both."""
+    batch = make(task, num_envs, sim=reference, seed=seed)
+    warp = make(task, num_envs, sim="mjwarp", seed=seed, device=DEVICE)
     batch.reset()
     warp.reset()
     generator = torch.Generator().manual_seed(seed)
     batch.qvel[:] += (torch.rand(batch.qvel.shape, generator=generator, dtype=torch.float64) - 0.5) * 0.5
     for name in ("qpos", "qvel"):
         rounded = getattr(batch, name).float()
-        getattr(batch, name).copy_(rounded.double())
+        getattr(batch, name).copy_(rounded.to(getattr(batch, name).dtype))
         getattr(warp, name).copy_(rounded)
     everyone = torch.arange(num_envs)
     batch.sim.forward(everyone)
@@ -50,20 +53,22 @@ def same_start(task: str, num_envs: int = 6, seed: int = 4):
     return batch, warp
 
 
+@pytest.mark.parametrize("reference", ["mujoco", "mjwarp"])
 @pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid"))
-def test_physics_steps_match_mujoco_batch_within_float32(task):
+def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
     """1 and 10 physics steps from the same state with the same controls (MuJoCo Warp is float32, mujoco.batch
-    float64; contacts and limits switch discontinuously, so longer horizons separate worlds by design)."""
-    batch, warp = same_start(task)
+    float64; contacts and limits switch discontinuously, so longer horizons separate worlds by design). Against
+    mujoco.batch, and against MuJoCo Warp on the CPU device (with --mjwarp-device=cuda: CUDA against the CPU)."""
+    batch, warp = same_start(task, reference=reference)
     controls = (torch.rand(batch.ctrl.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64) - 0.5)
-    batch.ctrl.copy_(controls)
+    batch.ctrl.copy_(controls.to(batch.ctrl.dtype))
     warp.ctrl.copy_(controls.float())
     # (tolerances: measured 1.1e-7 / 1.6e-6 on qpos and 9.8e-6 / 2.6e-5 on qvel for the Ant, with room)
     for steps, qpos_tol, qvel_tol in ((1, 1e-6, 1e-4), (9, 2e-5, 1e-3)):  # 1, then 10 in all
         batch.sim.step(batch.num_envs, steps)
         warp.sim.step(warp.num_envs, steps)
-        torch.testing.assert_close(warp.qpos.double(), batch.qpos, rtol=0, atol=qpos_tol)
-        torch.testing.assert_close(warp.qvel.double(), batch.qvel, rtol=0, atol=qvel_tol)
+        torch.testing.assert_close(warp.qpos.double().cpu(), batch.qpos.double(), rtol=0, atol=qpos_tol)
+        torch.testing.assert_close(warp.qvel.double().cpu(), batch.qvel.double(), rtol=0, atol=qvel_tol)
 
 
 @pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid"))
@@ -73,11 +78,11 @@ def test_task_observations_and_rewards_from_the_same_state_match(task):
     batch, warp = same_start(task)
     everyone = slice(0, batch.num_envs)
     obs_batch, obs_warp = batch.compute_observations(everyone), warp.compute_observations(everyone)
-    torch.testing.assert_close(obs_warp, obs_batch, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(obs_warp.cpu(), obs_batch, rtol=1e-4, atol=1e-4)
     reward_batch, done_batch = batch.compute_reward(obs_batch, everyone)
     reward_warp, done_warp = warp.compute_reward(obs_warp, everyone)
-    torch.testing.assert_close(reward_warp, reward_batch, rtol=1e-4, atol=1e-4)
-    assert torch.equal(done_warp, done_batch)
+    torch.testing.assert_close(reward_warp.cpu(), reward_batch, rtol=1e-4, atol=1e-4)
+    assert torch.equal(done_warp.cpu(), done_batch)
 
 
 def test_an_overflowed_world_is_diverged_reset_and_counted():
