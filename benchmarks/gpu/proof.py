@@ -1,0 +1,306 @@
+"""The GPU kit's proof: the CUDA path of isaac-ppo, step by step, each step a process with its own time limit, the
+whole within a deadline (8 minutes); a failed or hung step is recorded and the proof goes on. Writes proof.json
+(every step's pass/fail, seconds and figures, rewritten after each step) and proof.log (every step's output).
+
+  python3 proof.py --out DIR [--dry] [--only a,b] [--rerun-failed PREVIOUS.json] [--deadline SECONDS]
+
+--dry: the same steps on the CPU device at tiny sizes (Cartpole, 64 envs, 1 iteration): the suite runs it with
+CUDA_VISIBLE_DEVICES="" (tests/integration/test_gpu_kit.py). run.sh calls this; it assumes the package, MuJoCo,
+MuJoCo Warp and Hydra importable (installed by the kit, or by pip on a node with network).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+DEADLINE_S = 480
+
+MEMORY = r"""
+import json, sys, torch
+from isaac_ppo.envs import make
+task, device, sizes = sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3].split(",")]
+cuda = device.startswith("cuda")
+if cuda:
+    torch.cuda.init(); torch.zeros(1, device=device)
+    free, total = torch.cuda.mem_get_info(); base = total - free
+rows = []
+for n in sizes:
+    env = make(task, n, sim="mjwarp", device=device)
+    env.reset()
+    for _ in range(20):
+        env.step(torch.rand(n, env.num_actions, device=env.device) * 2 - 1)
+    row = {"task": task, "num_envs": n}
+    if cuda:
+        torch.cuda.synchronize()
+        free, total = torch.cuda.mem_get_info()
+        row.update(device_used_mib=round((total - free - base) / 2**20, 1),
+                   torch_max_allocated_mib=round(torch.cuda.max_memory_allocated() / 2**20, 1))
+    rows.append(row)
+    del env
+out = {"rows": rows, "measured": "device memory in use (cudaMemGetInfo, Warp's and torch's allocations and "
+       "caches, after building the env and 20 steps; envs of a size built after the last are freed first only "
+       "as far as the allocators give memory back) and torch.cuda.max_memory_allocated (torch's tensors only)"}
+if cuda and len(rows) > 1:
+    a, b = rows[0], rows[-1]
+    out["device_mib_per_1k_envs"] = round((b["device_used_mib"] - a["device_used_mib"]) * 1000 /
+                                          (b["num_envs"] - a["num_envs"]), 2)
+print(json.dumps(out))
+"""
+
+ENVIRONMENT = r"""
+import json, os, torch, warp as wp
+wp.config.log_level = wp.LOG_WARNING
+wp.init()
+from warp._src.context import runtime
+out = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
+       "warp": wp.config.version, "warp_cuda": wp.is_cuda_available(),
+       "warp_cache": wp.config.kernel_cache_dir, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    out.update(gpu=p.name, capability=f"{p.major}.{p.minor}", gpu_memory_gib=round(p.total_memory / 2**30, 1),
+               warp_driver=str(runtime.driver_version), warp_toolkit=str(runtime.toolkit_version))
+import mujoco, mujoco_warp, hydra, omegaconf, isaac_ppo
+out.update(mujoco=mujoco.__version__, hydra=hydra.__version__, omegaconf=omegaconf.__version__,
+           isaac_ppo=os.path.dirname(isaac_ppo.__file__))
+print(json.dumps(out))
+"""
+
+
+class Proof:
+    def __init__(self, out: Path, dry: bool, deadline_s: float):
+        self.out, self.dry = out, dry
+        self.device = "cpu" if dry else "cuda"
+        self.started = time.monotonic()
+        self.deadline = self.started + deadline_s
+        self.result = {"mode": "dry (CPU device, tiny sizes)" if dry else "gpu", "device": self.device,
+                       "deadline_s": deadline_s, "steps": {}, "passed": 0, "failed": []}
+        self.log = open(out / "proof.log", "a")
+        self.work = Path(tempfile.mkdtemp(prefix="isaac-ppo-proof-"))
+
+    # ------------------------------------------------------------------------------------------------
+
+    def run(self, name: str, argv: list, limit: float, env: dict | None = None) -> dict:
+        """One process, killed (its whole group) past min(limit, the time left before the deadline)."""
+        left = self.deadline - time.monotonic()
+        limit = min(limit, left)
+        self.log.write(f"\n===== {name}: {' '.join(argv)}  (limit {limit:.0f} s)\n")
+        self.log.flush()
+        if limit < 5:
+            return {"rc": None, "seconds": 0.0, "stdout": "", "stderr": "", "timed_out": True,
+                    "why": "no time left before the proof's deadline"}
+        t0 = time.monotonic()
+        child = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, **(env or {})), start_new_session=True)
+        try:
+            stdout, stderr = child.communicate(timeout=limit)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            stdout, stderr = child.communicate()
+            timed_out = True
+        seconds = time.monotonic() - t0
+        self.log.write(stdout + stderr + f"\n----- {name}: exit {child.returncode} after {seconds:.1f} s"
+                       f"{' (killed: over its limit)' if timed_out else ''}\n")
+        self.log.flush()
+        return {"rc": child.returncode, "seconds": round(seconds, 1), "stdout": stdout, "stderr": stderr,
+                "timed_out": timed_out}
+
+    def record(self, name: str, passed: bool, seconds: float, figures: dict, why: str = "") -> None:
+        entry = {"passed": bool(passed), "seconds": round(seconds, 1), "figures": figures}
+        if why:
+            entry["why"] = why
+        self.result["steps"][name] = entry
+        self.result["elapsed_s"] = round(time.monotonic() - self.started, 1)
+        self.result["passed"] = sum(s["passed"] for s in self.result["steps"].values())
+        self.result["failed"] = [n for n, s in self.result["steps"].items() if not s["passed"]]
+        (self.out / "proof.json").write_text(json.dumps(self.result, indent=1))
+        print(f"[proof] {name}: {'PASS' if passed else 'FAIL'} in {seconds:.1f} s {why}", flush=True)
+
+    def command(self, name: str, argv: list, limit: float, env: dict | None = None, last_json: bool = True) -> dict:
+        """A step that is one command: passed when it exits 0 (and, last_json, its last line is a JSON object)."""
+        done = self.run(name, argv, limit, env)
+        figures, why = {}, ""
+        if last_json and done["rc"] == 0:
+            try:
+                figures = json.loads(done["stdout"].strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                why = "no JSON on its last line"
+        passed = done["rc"] == 0 and not why
+        if not passed and not why:
+            why = done.get("why") or ("killed at its time limit" if done["timed_out"] else
+                                      _last_line(done["stderr"] or done["stdout"]))
+        self.record(name, passed, done["seconds"], figures, why)
+        return figures
+
+    def pytest(self, name: str, args: list, limit: float) -> None:
+        done = self.run(name, [PY, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider",
+                               f"--mjwarp-device={self.device}"], limit, {"ISAAC_PPO_REQUIRE_SYSTEM": "1"})
+        counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)",
+                                                   done["stdout"])}
+        passed = done["rc"] == 0 and counts.get("passed", 0) > 0
+        why = "" if passed else ("killed at its time limit" if done["timed_out"] else
+                                 done.get("why") or _last_line(done["stdout"] + done["stderr"]))
+        self.record(name, passed, done["seconds"], counts, why)
+
+    # ------------------------------------------------------------------------------------------------
+
+    def steps(self) -> list:
+        """(name, function) in the order they run: the cheap checks first, then what the slot is for."""
+        try:
+            from isaac_ppo.tasks import TASKS  # the registry: every task after Cartpole is benchmarked
+        except ImportError:  # (the environment step says why)
+            TASKS = {"Ant": None, "Humanoid": None}
+        tasks = ["Cartpole"] if self.dry else [t for t in TASKS if t != "Cartpole"]
+        sizes = [64] if self.dry else [4096, 16384]
+        train_task = "Cartpole" if self.dry else "Ant"
+        train_envs = 64 if self.dry else 4096
+        models = [] if self.dry else ["--mjwarp-all-models"]
+        only_cartpole = ["-k", "Cartpole"] if self.dry else []
+        bench = [PY, "-m", "isaac_ppo.lab.bench"]
+        train = [PY, "-m", "isaac_ppo.train"]
+        quiet = ["diagnostics=off", "eval.interval_env_steps=0", "eval.final=false"]
+        if self.dry:  # (64 envs x 16 steps: a batch smaller than the task's minibatch)
+            quiet.append("agent.minibatch_size=512")
+        out = [("environment", lambda: self.command("environment", [PY, "-c", ENVIRONMENT], 60)),
+               ("kernels", lambda: self.kernels(bench + ["sim", f"task={train_task}", f"num_envs={sizes[0]}",
+                                                         "steps=20", "sim=mjwarp", f"device={self.device}"]))]
+        out.append(("contract", lambda: self.pytest("contract", ["tests/integration/test_backend_contract.py", "-k",
+                                                                 "mjwarp" + (" and Cartpole" if self.dry else ""),
+                                                                 *models], 150)))
+        out.append(("equivalence", lambda: self.pytest("equivalence", ["tests/integration/test_mjwarp.py", "-k",
+                                                                       "match" + (" and Cartpole" if self.dry else ""),
+                                                                       *models], 150)))
+        for task in tasks:
+            for n in sizes:
+                name = f"bench_sim_{task}_{n}"
+                out.append((name, lambda name=name, task=task, n=n: self.command(
+                    name, bench + ["sim", f"task={task}", f"num_envs={n}", "steps=20" if self.dry else "steps=200",
+                                   "sim=mjwarp", f"device={self.device}", "raw=true"], 90)))
+        name = f"bench_train_{train_task}_{train_envs}"
+        out.append((name, lambda: self.command(name, bench + [
+            "train", f"task={train_task}", "sim=mjwarp", f"device={self.device}", f"num_envs={train_envs}",
+            "iterations=1" if self.dry else "iterations=5", *(quiet[:2] + quiet[3:] if self.dry else [])], 120)))
+        out.append(("mujoco_cuda_learner", lambda: self.command("mujoco_cuda_learner", bench + [
+            "train", f"task={train_task}", "sim=mujoco", f"device={self.device}", f"num_envs={train_envs}",
+            "iterations=1" if self.dry else "iterations=3", *(quiet[:2] + quiet[3:] if self.dry else [])], 90)))
+        out.append(("mixed_precision_resume", lambda: self.mixed_precision_resume(train, train_task, train_envs,
+                                                                                   quiet)))
+        out.append(("resume_exact", lambda: self.pytest("resume_exact", [
+            "tests/integration/test_loop_in_process.py", "-k",
+            "test_resume_continues_exactly and " + ("fixed and mjwarp and cpu" if self.dry else "cuda")], 150)))
+        out.append(("memory", lambda: self.memory(tasks, sizes if self.dry else [1024, 4096, 16384])))
+        return out
+
+    def kernels(self, argv: list) -> None:
+        """Whether Warp's kernel cache holds what the task needs (the carried ahead-of-time cubins): the cache's
+        files before and after a first run and a second one; files added by the first are kernels compiled here
+        (cache misses), and a first run as fast as the second found everything."""
+        cache = Path(os.environ.get("WARP_CACHE_PATH") or Path.home() / ".cache" / "warp")
+        before = _cache_files(cache)
+        first = self.run("kernels (first run)", argv, 180)
+        middle = _cache_files(cache)
+        second = self.run("kernels (second run)", argv, 60)
+        kind = "cpu" if self.dry else "cuda"
+        added = {k: middle[k] - before[k] for k in before}
+        figures = {"cache": str(cache), "before": before, "after": middle, "added_by_first_run": added,
+                   "compiled_here": added[kind], "first_run_s": first["seconds"], "second_run_s": second["seconds"],
+                   "measured": "files in WARP_CACHE_PATH by kind (cubin/ptx: CUDA, o: CPU) before and after the "
+                               "first run; a cache hit writes nothing"}
+        passed = first["rc"] == 0 and second["rc"] == 0
+        self.record("kernels", passed, first["seconds"] + second["seconds"], figures,
+                    "" if passed else _last_line(first["stderr"] or second["stderr"]))
+
+    def mixed_precision_resume(self, train: list, task: str, envs: int, quiet: list) -> None:
+        """3 iterations with agent.mixed_precision=true, then a resume of its last.pt to 5."""
+        runs = self.work / "amp"
+        common = [f"task={task}", "sim=mjwarp", f"device={self.device}", f"num_envs={envs}", "seed=0",
+                  "agent.mixed_precision=true", f"runs_dir={runs}", "experiment=amp", *quiet]
+        t0 = time.monotonic()
+        first = self.run("mixed_precision (3 iterations)", train + common + ["max_iterations=3"], 90)
+        found = sorted(runs.glob("amp/*/checkpoints/last.pt"))
+        figures = {"first_rc": first["rc"]}
+        second = {"rc": None, "timed_out": False, "stderr": "no last.pt after the first run"}
+        if first["rc"] == 0 and found:
+            second = self.run("mixed_precision (resume to 5)", train + common + ["max_iterations=5",
+                                                                               f"resume={found[-1]}"], 90)
+            figures["resume_rc"] = second["rc"]
+            rows = [json.loads(line) for path in sorted(runs.glob("amp/*/metrics.jsonl"))
+                    for line in path.read_text().splitlines() if line.strip()]
+            figures["iterations_logged"] = sorted({r["iteration"] for r in rows if "iteration" in r})
+            figures["env_steps"] = max((r.get("env_steps", 0) for r in rows), default=0)
+        passed = second["rc"] == 0
+        self.record("mixed_precision_resume", passed, time.monotonic() - t0, figures,
+                    "" if passed else _last_line(second["stderr"] or first["stderr"]))
+
+    def memory(self, tasks: list, sizes: list) -> None:
+        t0 = time.monotonic()
+        figures, failed = {}, []
+        for task in tasks:
+            done = self.run(f"memory {task}", [PY, "-c", MEMORY, task, self.device, ",".join(map(str, sizes))], 60)
+            try:
+                figures[task] = json.loads(done["stdout"].strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                failed.append(f"{task}: {_last_line(done['stderr'])}")
+        self.record("memory", not failed, time.monotonic() - t0, figures, "; ".join(failed))
+
+    def main(self, only: set | None) -> dict:
+        for name, step in self.steps():
+            if only is not None and name not in only:
+                continue
+            try:
+                step()
+            except Exception as error:  # (a step's own bug must not end the proof)
+                self.record(name, False, 0.0, {}, f"{type(error).__name__}: {error}")
+        self.result["elapsed_s"] = round(time.monotonic() - self.started, 1)
+        (self.out / "proof.json").write_text(json.dumps(self.result, indent=1))
+        return self.result
+
+
+def _cache_files(cache: Path) -> dict:
+    counts = {"cuda": 0, "cpu": 0}
+    if cache.is_dir():
+        for path in cache.rglob("*"):
+            if path.suffix in (".cubin", ".ptx"):
+                counts["cuda"] += 1
+            elif path.suffix == ".o":
+                counts["cpu"] += 1
+    return counts
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def main(argv: list) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--dry", action="store_true")
+    parser.add_argument("--only", default=None, help="comma-separated step names")
+    parser.add_argument("--rerun-failed", default=None, help="a previous proof.json: run only its failed steps")
+    parser.add_argument("--deadline", type=float, default=DEADLINE_S)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    only = set(args.only.split(",")) if args.only else None
+    if args.rerun_failed:
+        only = set(json.loads(Path(args.rerun_failed).read_text())["failed"])
+    result = Proof(out, args.dry, args.deadline).main(only)
+    print(f"[proof] {result['passed']} passed, {len(result['failed'])} failed in {result['elapsed_s']} s: "
+          f"{out / 'proof.json'}", flush=True)
+    return 0 if not result["failed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

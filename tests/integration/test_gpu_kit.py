@@ -1,0 +1,167 @@
+"""The GPU kit (benchmarks/gpu/): its plan of transfers stays inside the device tool's limits and the slot's time;
+pieces cut by the packer travel, join with their checksums checked and install offline through the node's runner
+(run.sh receive), on small fake wheels, no network; the proof's steps cover what the issue asks of a GPU; and the
+runner's proof runs end to end on the CPU device in its dry mode (slow: ~1 minute of real MuJoCo Warp)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from helpers import require_system
+
+REPO = Path(__file__).resolve().parents[2]
+GPU = REPO / "benchmarks" / "gpu"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"gpu_kit_{name}", GPU / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+kit = load("kit")
+
+
+def locked_files() -> list:
+    """What pack.py carries, as lock.json measured it: each file (warp-lang repacked), the kernels' archive."""
+    lock = json.loads((GPU / "lock.json").read_text())
+    files = [{"name": e["name"], **{k: e.get("repacked", e)[k] for k in ("bytes", "sha256")}} for e in lock["files"]]
+    if "kernels" in lock:
+        files.append({"name": lock["kernels"]["name"], "bytes": lock["kernels"]["bytes"], "sha256": "-"})
+    return files
+
+
+def test_the_plan_of_the_locked_files_fits_each_transfer_and_the_slot():
+    """Each transfer (the working tree as it is now, its pieces, its manifest) within 64 MiB; every byte of every
+    file in exactly one piece, in order; start-up + transfers + the proof's deadline leave time for a rerun."""
+    files = locked_files()
+    assert sum(f["bytes"] for f in files) > 100 * kit.MIB  # (warp-lang: the plan really is several transfers)
+    plan = kit.plan(files, kit.tree_bytes(REPO))
+    for transfer in plan["transfers"]:
+        assert kit.transfer_bytes(plan, transfer) <= kit.LIMIT, transfer["folder"]
+        assert transfer["carry"] == [transfer["folder"]] and "run.sh receive" in transfer["command"]
+    assert "run.sh proof" in plan["transfers"][-1]["command"]
+    for f in files:
+        pieces = [p for t in plan["transfers"] for p in t["pieces"] if p["file"] == f["name"]]
+        assert [p["offset"] for p in pieces] == [sum(p["bytes"] for p in pieces[:i]) for i in range(len(pieces))]
+        assert sum(p["bytes"] for p in pieces) == f["bytes"] and [p["part"] for p in pieces] == list(
+            range(1, len(pieces) + 1))
+    estimate = kit.estimate(plan)
+    assert estimate["fits"], estimate
+    assert estimate["startup_s"] == 120 and estimate["proof_s"] == 480 and estimate["left_for_rerun_s"] >= 60
+    # conservative: each call pays a fixed cost and sends the tree again, at 4 MiB/s
+    assert kit.CALL_S >= 30 and kit.RATE_BPS <= 4 * kit.MIB
+
+
+def test_a_tree_that_leaves_no_room_is_refused():
+    with pytest.raises(ValueError, match="no room"):
+        kit.plan(locked_files(), kit.LIMIT - kit.MIB)
+
+
+def fake_wheel(folder: Path, name: str, payload: bytes) -> Path:
+    """A minimal wheel of one module whose data is payload (random bytes: it does not compress)."""
+    path = folder / f"{name}-1.0-py3-none-any.whl"
+    dist = f"{name}-1.0.dist-info"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{name}/__init__.py", "from pathlib import Path\nSIZE = len((Path(__file__).parent / 'data.bin')"
+                                          ".read_bytes())\n")
+        z.writestr(f"{name}/data.bin", payload)
+        z.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        z.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{dist}/RECORD", "")
+    return path
+
+
+def cut_fake_transfers(tmp_path: Path):
+    """Two fake wheels and a kernels archive, cut for a 300 KiB transfer: the big wheel in pieces."""
+    import tarfile
+
+    source = tmp_path / "downloads"
+    source.mkdir()
+    paths = [fake_wheel(source, "kitfake_small", os.urandom(20_000)),
+             fake_wheel(source, "kitfake_big", os.urandom(700_000))]
+    cubin = source / "1.19.0" / "wp_mod_abc" / "wp_mod_abc.sm90.cubin"
+    cubin.parent.mkdir(parents=True)
+    cubin.write_bytes(os.urandom(5000))
+    kernels = source / "kernels-sm90.tar.xz"
+    with tarfile.open(kernels, "w:xz") as tar:
+        tar.add(cubin, "1.19.0/wp_mod_abc/wp_mod_abc.sm90.cubin")
+    paths.append(kernels)
+    files = [{"name": p.name, "bytes": p.stat().st_size, "sha256": kit.sha256(p)} for p in paths]
+    plan = kit.plan(files, tree=0, limit=300 * 1024, margin=0)
+    parts = tmp_path / "parts"
+    kit.cut(plan, {p.name: p for p in paths}, parts)
+    return plan, parts
+
+
+def runner(*args: str, kit_dir: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(GPU / "run.sh"), *args], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHON=sys.executable, ISAAC_PPO_KIT=str(kit_dir), **env))
+
+
+def test_pieces_travel_join_with_checksums_and_install_offline(tmp_path):
+    plan, parts = cut_fake_transfers(tmp_path)
+    assert len(plan["transfers"]) >= 3 and any(p["parts"] > 1 for t in plan["transfers"] for p in t["pieces"])
+    node = tmp_path / "node-kit"
+    for transfer in plan["transfers"]:
+        folder = parts / f"t{transfer['index']}"
+        done = runner("receive", str(folder), kit_dir=node)
+        assert done.returncode == 0, done.stderr
+        assert [p.name for p in folder.iterdir()] == ["transfer.json"]  # the pieces moved out to the kit
+    assert not list((node / "pieces").iterdir())  # every piece joined
+    check = subprocess.run([sys.executable, "-c", "import kitfake_big, kitfake_small; print(kitfake_big.SIZE, "
+                            "kitfake_small.SIZE)"], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(node / "site")))
+    assert check.stdout.split() == ["700000", "20000"], check.stderr
+    assert (node / "warp-cache" / "1.19.0" / "wp_mod_abc" / "wp_mod_abc.sm90.cubin").stat().st_size == 5000
+
+
+def test_a_damaged_piece_is_refused_and_nothing_is_installed(tmp_path):
+    plan, parts = cut_fake_transfers(tmp_path)
+    first = parts / "t1"
+    piece = next(p for p in first.iterdir() if p.name != "transfer.json")
+    data = bytearray(piece.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    piece.write_bytes(bytes(data))
+    done = runner("receive", str(first), kit_dir=tmp_path / "node-kit")
+    assert done.returncode != 0 and "checksum differs" in done.stderr and "send this transfer again" in done.stderr
+    assert not (tmp_path / "node-kit" / "site").exists()
+
+
+def test_the_proof_covers_the_cuda_path_for_every_task_after_cartpole(tmp_path):
+    from isaac_ppo.tasks import TASKS
+
+    proof = load("proof").Proof(tmp_path, dry=False, deadline_s=480)
+    names = [name for name, _ in proof.steps()]
+    expected = ["environment", "kernels", "contract", "equivalence"] + [
+        f"bench_sim_{t}_{n}" for t in TASKS if t != "Cartpole" for n in (4096, 16384)] + [
+        "bench_train_Ant_4096", "mujoco_cuda_learner", "mixed_precision_resume", "resume_exact", "memory"]
+    assert names == expected
+    assert proof.device == "cuda" and load("proof").DEADLINE_S <= 480
+
+
+@pytest.mark.slow
+def test_the_proof_runs_end_to_end_in_dry_mode_on_the_cpu(tmp_path):
+    """run.sh proof --dry: every step of the GPU proof, on Warp's CPU device with CUDA hidden, Cartpole at 64
+    envs and 1 iteration; one JSON with each step passed, and the log."""
+    if importlib.util.find_spec("mujoco_warp") is None:
+        require_system("the kit's dry run needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
+    out = tmp_path / "out"
+    done = runner("proof", "--dry", kit_dir=tmp_path / "kit", OUT=str(out), CUDA_VISIBLE_DEVICES="")
+    result = json.loads((out / "proof.json").read_text())
+    assert done.returncode == 0, (result["failed"], done.stdout[-2000:])
+    assert result["device"] == "cpu" and result["failed"] == [] and result["passed"] == 10
+    steps = result["steps"]
+    assert steps["contract"]["figures"]["passed"] >= 7 and steps["equivalence"]["figures"]["passed"] >= 2
+    assert steps["bench_sim_Cartpole_64"]["figures"]["raw_steps_per_s"] > 0
+    assert steps["mixed_precision_resume"]["figures"]["iterations_logged"] == [0, 1, 2, 3, 4]
+    assert set(steps["kernels"]["figures"]["before"]) == {"cuda", "cpu"}
+    assert (out / "proof.log").stat().st_size > 0 and (tmp_path / "kit" / "proof.json").exists()
