@@ -293,6 +293,18 @@ def test_the_default_user_is_a_new_non_root_one(cpu: Dockerfile, tmp_path: Path)
     assert result.passwd.count(":x:1000:") == 1
 
 
+@pytest.mark.parametrize("name", ["gpu", "cpu"])
+def test_another_uid_rebuilds_only_the_user_layer(name: str, request: pytest.FixtureRequest) -> None:
+    """A build arg is in the environment of every RUN after its ARG, so a change of it misses the cache there:
+    USER_UID and APP_USER are declared after the installs, right before the RUN that makes the user."""
+    dockerfile: Dockerfile = request.getfixturevalue(name)
+    final = dockerfile.stage()
+    declared = [n for n, i in enumerate(final) if i.keyword == "ARG" and i.args.split("=")[0] in ("USER_UID", "APP_USER")]
+    assert len(declared) == 2, "USER_UID and APP_USER are declared in the final stage"
+    later_runs = [i for i in final[min(declared):] if i.keyword == "RUN"]
+    assert len(later_runs) == 1 and "useradd" in later_runs[0].args, later_runs
+
+
 def test_gpu_image_sets_the_nvidia_environment(gpu: Dockerfile) -> None:
     env = gpu.env()
     assert env.get("NVIDIA_VISIBLE_DEVICES") == "all"
