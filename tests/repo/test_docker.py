@@ -751,14 +751,45 @@ def test_entrypoint_with_the_real_cli_takes_hydras_flags_with_the_cpu_images_def
     assert not list(tmp_path.iterdir()), "printing information makes no run folder"
 
 
-def test_docker_readme_covers_running_and_the_common_failures() -> None:
+def test_docker_readme_points_to_the_user_page() -> None:
     text = (DOCKER / "README.md").read_text()
+    assert "docs/docker.md" in text
+
+
+DOCS_PAGE = ROOT / "docs" / "docker.md"
+
+
+def test_docs_page_covers_building_running_and_the_common_failures() -> None:
+    text = DOCS_PAGE.read_text()
     for needed in ["docker build -f docker/Dockerfile.isaacgym", "docker build -f docker/Dockerfile ", TARBALL,
                    "--gpus all", "--shm-size", "$PWD/runs:/workspace/runs", "-m task=Ant", "enroot import",
                    "--container-image", "apptainer run --nv", "is missing", "Driver too old", "lavapipe",
                    "--build-arg BASE_IMAGE=nvcr.io/nvidia/pytorch:21.09-py3", "not built",
-                   "docker/build_and_run_cpu.sh", "id=pip_cert"]:
-        assert needed in text, f"docker/README.md does not cover {needed!r}"
+                   "docker/build_and_run_cpu.sh", "id=pip_cert", "EXTRAS=video,mjwarp",
+                   # issue 41: what a newcomer met
+                   "debootstrap", "apt-get install -y debootstrap",  # a prerequisite of the script
+                   "USER_UID=0", "UID 0 is not unique",  # root callers
+                   "buildx", "legacy builder", "docker-buildx-plugin", "DOCKER_BUILDKIT=1",  # BuildKit as it is
+                   "--info", "--hydra-help"]:
+        assert needed in text, f"docs/docker.md does not cover {needed!r}"
+    assert "Docker >= 23 builds with BuildKit" not in text, "untrue of a client without buildx"
+
+
+def test_docs_page_links_only_to_docs_pages_that_exist() -> None:
+    """mkdocs build --strict fails on a link outside docs/ or to a page that is not there: repository files are
+    named as code spans, other pages linked only once they exist."""
+    text = re.sub(r"```.*?```", "", DOCS_PAGE.read_text(), flags=re.DOTALL)  # code blocks hold no links
+    headings = {re.sub(r"[^\w\s-]", "", h).strip().lower().replace(" ", "-")
+                for h in re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)}
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"https?://", target):
+            continue
+        if target.startswith("#"):
+            assert target[1:] in headings, f"docs/docker.md links to {target}: no such heading"
+            continue
+        page = target.split("#")[0]
+        assert page.endswith(".md") and "/" not in page, f"docs/docker.md links to {target}"
+        assert (DOCS_PAGE.parent / page).is_file(), f"docs/docker.md links to {target}, which does not exist"
 
 
 # --- docker/build_and_run_cpu.sh: what it needs, said in one line (no Docker engine used) ----------------
