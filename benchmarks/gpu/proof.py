@@ -98,8 +98,10 @@ class Proof:
             return {"rc": None, "seconds": 0.0, "stdout": "", "stderr": "", "timed_out": True,
                     "why": "no time left before the proof's deadline"}
         t0 = time.monotonic()
+        # PYTHONSAFEPATH (Python >= 3.11): `python -m` must not put the checkout first on sys.path, where isaac_ppo/
+        # is a half package (its cfg/ and tasks/ are mapped in only by the install)
         child = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 env=dict(os.environ, **(env or {})), start_new_session=True)
+                                 env=dict(os.environ, PYTHONSAFEPATH="1", **(env or {})), start_new_session=True)
         try:
             stdout, stderr = child.communicate(timeout=limit)
             timed_out = False

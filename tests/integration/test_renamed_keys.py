@@ -35,9 +35,9 @@ def test_a_run_written_under_the_old_names_is_the_same_run(tmp_path):
     assert resume_mismatch(str(saved), other) == "diagnostics.interval_iterations=10 there, 9 here"
 
 
-def test_the_command_line_takes_the_old_names():
+def test_the_command_line_takes_the_old_names(tmp_path):
     done = subprocess.run([sys.executable, "-m", "isaac_ppo.train", "task=Cartpole", "eval.interval=4096",
-                           "--cfg", "job"], capture_output=True, text=True, timeout=120)
+                           "--cfg", "job"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "interval_env_steps: 4096" in done.stdout
     assert "isaac-ppo-train: note: eval.interval is now eval.interval_env_steps" in done.stderr
