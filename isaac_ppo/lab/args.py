@@ -9,7 +9,8 @@ the word and the keys the command knows.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, List
+import sys
+from typing import Callable, Dict, Iterable, List, Sequence
 
 from isaac_ppo.errors import UserError
 
@@ -19,6 +20,20 @@ class Words:
     own: Dict[str, str]  # the command's own keys, as given (the last one given wins)
     train: List[str]  # isaac-ppo-train overrides handed on, in order
     positional: List[str]  # words without '='
+
+
+def run_command(prog: str, help_text: str, argv: Sequence[str], body: Callable[[List[str]], int]) -> int:
+    """A lab command's frame: no words or -h/--help print help_text (no words: exit 2), and a UserError from body is
+    one line on stderr with exit status 2; body's own status otherwise."""
+    argv = list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(help_text)
+        return 0 if argv else 2
+    try:
+        return body(argv)
+    except UserError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 2
 
 
 def key_of(word: str) -> str:

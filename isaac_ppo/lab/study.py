@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 from isaac_ppo.errors import UserError
 from isaac_ppo.lab.args import key_of as _key
-from isaac_ppo.lab.args import parse
+from isaac_ppo.lab.args import parse, run_command
 from isaac_ppo.lab.study_definition import (DONE, archive_run, archived_folder, finished_folder, load_study,
                                             run_folder, study_root)
 from isaac_ppo.lab.watch import Progress, die_with_parent, read_rows, train_command
@@ -305,23 +305,19 @@ def print_placebo(study: Dict[str, Any], args: Dict[str, Any]) -> int:
     return 0
 
 
+def _study_command(argv: List[str]) -> int:
+    args = parse_args(argv)
+    study = load_study(args["study"])
+    select(study, args)
+    if args["command"] == "run":
+        return run_study(study, args["runs_dir"], args["train"])
+    if args["command"] == "placebo":
+        return print_placebo(study, args)
+    return report_study(study, args["runs_dir"], args.get("out"))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(HELP)
-        return 0 if argv else 2
-    try:
-        args = parse_args(argv)
-        study = load_study(args["study"])
-        select(study, args)
-        if args["command"] == "run":
-            return run_study(study, args["runs_dir"], args["train"])
-        if args["command"] == "placebo":
-            return print_placebo(study, args)
-        return report_study(study, args["runs_dir"], args.get("out"))
-    except UserError as error:
-        print(f"isaac-ppo-study: {error}", file=sys.stderr)
-        return 2
+    return run_command("isaac-ppo-study", HELP, sys.argv[1:] if argv is None else argv, _study_command)
 
 
 if __name__ == "__main__":

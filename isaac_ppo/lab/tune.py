@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from isaac_ppo.config.files import load_named
 from isaac_ppo.errors import UserError
 from isaac_ppo.lab.args import key_of as _key
-from isaac_ppo.lab.args import parse
+from isaac_ppo.lab.args import parse, run_command
 from isaac_ppo.loop.stops import STOPPED
 from isaac_ppo.lab.watch import Progress, die_with_parent, train_command
 
@@ -358,16 +358,8 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(HELP)
-        return 0 if argv else 2
-    try:
-        own, extra = parse_args(argv)
-        return tune(own, extra)
-    except UserError as error:
-        print(f"isaac-ppo-tune: {error}", file=sys.stderr)
-        return 2
+    return run_command("isaac-ppo-tune", HELP, sys.argv[1:] if argv is None else argv,
+                       lambda words: tune(*parse_args(words)))
 
 
 if __name__ == "__main__":
