@@ -143,7 +143,8 @@ def test_the_proof_covers_the_cuda_path_for_every_task_after_cartpole(tmp_path):
     names = [name for name, _ in proof.steps()]
     expected = ["environment", "kernels", "contract", "equivalence"] + [
         f"bench_sim_{t}_{n}" for t in TASKS if t != "Cartpole" for n in (4096, 16384)] + [
-        "bench_train_Ant_4096", "mujoco_cuda_learner", "mixed_precision_resume", "resume_exact", "memory"]
+        "bench_train_Ant_4096", "bench_train_Ant_16384", "mujoco_cuda_learner", "mixed_precision_resume",
+        "resume_exact", "memory"]
     assert names == expected
     assert proof.device == "cuda" and load("proof").DEADLINE_S <= 480
 
