@@ -34,11 +34,14 @@ def _sim_choice(argv: List[str]) -> str:
 def _prevalidate(overrides: List[str], pinned_run_dir: Optional[str] = None) -> None:
     """Refuse mistakes before Hydra makes a run directory, or writes its .hydra/ record into a pinned one (a
     hydra.run.dir holding another run's files)."""
+    from isaac_ppo.config.checks import check_writable
     from isaac_ppo.config.compose import compose_config
     from isaac_ppo.errors import UserError
     from isaac_ppo.loop.resume import check_pinned_run_dir
 
     try:
+        if pinned_run_dir is not None:  # before Hydra makes it (its own error is a traceback)
+            check_writable("hydra.run.dir", pinned_run_dir)
         cfg = compose_config(overrides)
         if pinned_run_dir is not None:
             check_pinned_run_dir(cfg, pinned_run_dir)
@@ -46,12 +49,16 @@ def _prevalidate(overrides: List[str], pinned_run_dir: Optional[str] = None) -> 
         _fail(str(error))
 
 
-def _prevalidate_sweep(overrides: List[str]) -> None:
+def _prevalidate_sweep(overrides: List[str], sweep_dirs: List[str]) -> None:
     """Refuse a sweep with a bad job before the first job runs (on SLURM: before anything is queued)."""
     from isaac_ppo.config.compose import sweep_jobs
     from isaac_ppo.errors import UserError
 
+    from isaac_ppo.config.checks import check_writable
+
     try:
+        for word in sweep_dirs:  # before Hydra makes the sweep's folder (its own error is a traceback)
+            check_writable("hydra.sweep.dir", word)
         jobs = sweep_jobs(overrides)
     except UserError as error:
         _fail(str(error))
@@ -87,7 +94,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if not flags and all(a in plain or a.startswith("hydra.run.dir=") for a in argv):  # a single run: check it
         _prevalidate(plain, pinned[-1] if pinned else None)
     elif flags in (["-m"], ["--multirun"]):  # every job of a sweep, before any is launched or queued
-        _prevalidate_sweep(plain)
+        _prevalidate_sweep(plain, [a.split("=", 1)[1] for a in argv if a.startswith("hydra.sweep.dir=")][-1:])
     scratch = None
     if "multi_gpu=true" in argv and int(os.environ.get("RANK", "0")) > 0:
         scratch = _scratch_dir()

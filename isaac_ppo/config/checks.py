@@ -6,6 +6,8 @@ against the env pool. They run once per launch, on the typed config, before a ru
 """
 from __future__ import annotations
 
+from typing import Any, Dict, Optional
+
 from omegaconf import DictConfig, OmegaConf
 
 from isaac_ppo.errors import UserError
@@ -22,7 +24,6 @@ CHOICES = {
 POSITIVE = ("capture_video_len", "agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval_iterations", "play_episodes",
             "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
             "agent.max_epochs", "eval.num_envs", "agent.games_to_track", "agent.num_mini_batches")
-TASK_INTEGERS = ("task.env.numEnvs", "task.env.episodeLength")
 # key -> (lowest, highest, whether the lowest itself is allowed): what each number means bounds it
 RANGES = {
     "agent.learning_rate": (0.0, None, False), "agent.gamma": (0.0, 1.0, False), "agent.lam": (0.0, 1.0, True),
@@ -36,6 +37,7 @@ FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 
 def check(cfg: DictConfig) -> None:
     """Raise UserError naming the first key whose value breaks a rule."""
+    check_task_parameters(cfg)
     for key, allowed in CHOICES.items():
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
@@ -55,9 +57,6 @@ def check(cfg: DictConfig) -> None:
     hidden = list(cfg.agent.network.hidden)
     if not hidden or min(hidden) < 1:
         raise UserError(f"agent.network.hidden={hidden} must list at least one layer, each of at least 1 unit")
-    for key in TASK_INTEGERS:
-        if not isinstance(OmegaConf.select(cfg, key), int):
-            raise UserError(f"{key}={OmegaConf.select(cfg, key)!r} must be an integer")
     if not cfg.test:
         check_writable("runs_dir", cfg.runs_dir)
     if cfg.test and not cfg.checkpoint:
@@ -89,6 +88,29 @@ def check(cfg: DictConfig) -> None:
     check_diagnostics(cfg.diagnostics, list(cfg.agent.network.hidden))
     if not cfg.test:  # (play collects no batch: no plan to check)
         check_scheduler(cfg)
+
+
+def check_task_parameters(cfg: DictConfig) -> None:
+    """No NaN or infinity anywhere; the task's parameters inside the domains its class declares (tasks/, each
+    class's `domains`), and its solve thresholds a list of numbers."""
+    from isaac_ppo.config import domains
+
+    domains.check_finite(domains.flat(OmegaConf.to_container(cfg, resolve=True)))
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    values = domains.flat(task)
+    thresholds = task.get("solve_thresholds", [])
+    if not isinstance(thresholds, list) or not all(isinstance(t, (int, float)) for t in thresholds):
+        raise UserError(f"task.solve_thresholds={thresholds!r} must be a list of evaluation returns")
+    declared = task_domains(cfg.task.name)
+    if declared is not None:
+        domains.check(values, declared, prefix="task.")
+
+
+def task_domains(name: str) -> Optional[Dict[str, Any]]:
+    """The parameter domains a task's class declares; None for a task without a MuJoCo port (Isaac Gym only)."""
+    from isaac_ppo.tasks import TASKS, task_class
+
+    return task_class(name).parameter_domains() if name in TASKS else None
 
 
 def check_profile(profile: str, task: str) -> None:
@@ -184,10 +206,26 @@ def check_writable(key: str, folder: str) -> None:
         if os.path.exists(existing) or parent == existing:  # a file in the way, or nothing exists
             raise UserError(f"{key}={folder} cannot be made: {existing} is not a folder")
         existing = parent
-    if not (os.access(existing, os.W_OK) and os.access(existing, os.X_OK)):
+    if not (os.access(existing, os.W_OK) and os.access(existing, os.X_OK)) or not _can_make_folder_in(existing):
         raise UserError(f"{key}={folder} cannot be written ({existing} is not writable for this user): point "
                         f"{key}= at a folder you can write")
     free = shutil.disk_usage(existing).free
     if free < MIN_FREE_BYTES:
         raise UserError(f"{key}={folder}: no space left on its device ({free:,} bytes free under {existing}): free "
                         f"space or point {key}= elsewhere")
+
+
+def _can_make_folder_in(existing: str) -> bool:
+    """Whether a folder can really be made there. For other users access() answers that; to root it says yes on a
+    virtual file system too (/proc), where mkdir then fails: for root a probe folder is made and removed at once."""
+    import os
+    import tempfile
+
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return True
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".isaac-ppo-probe-", dir=existing))
+    except OSError:
+        return False
+    return True
+

@@ -1,0 +1,95 @@
+"""The domain of a config value, declared once where the value is read (a task declares its parameters'), and
+checked at the config boundary before anything is built: a value outside is one line naming the key, the value
+and the domain. Also the rule that no float anywhere in a config may be NaN or infinite.
+
+Why declared beside the code that reads a value: the task module knows that a timestep must be positive or that
+a motor's effort below zero reverses it; a rule kept elsewhere drifts from the code, and every new task adds keys.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from isaac_ppo.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    kind: str  # "real", "int" or "choice"
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False  # (low, ...: the bound itself is outside
+    high_open: bool = False
+    choices: Tuple[Any, ...] = ()
+    optional: bool = False  # null is allowed (the code then takes its default)
+
+    def describe(self) -> str:
+        if self.kind == "choice":
+            text = "one of " + ", ".join(str(c) for c in self.choices)
+        else:
+            low = "-inf" if self.low is None else f"{self.low:g}"
+            high = "inf" if self.high is None else f"{self.high:g}"
+            left = "(" if self.low is None or self.low_open else "["
+            right = ")" if self.high is None or self.high_open else "]"
+            text = f"{'an integer' if self.kind == 'int' else 'a number'} in {left}{low}, {high}{right}"
+        return text + (" or null" if self.optional else "")
+
+    def admits(self, value: Any) -> bool:
+        if value is None:
+            return self.optional
+        if self.kind == "choice":
+            return value in self.choices
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.kind == "int" and not isinstance(value, int):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (value == self.low and self.low_open)):
+            return False
+        return self.high is None or value < self.high or (value == self.high and not self.high_open)
+
+
+def real(low: Optional[float] = None, high: Optional[float] = None, *, low_open: bool = False,
+         high_open: bool = False, optional: bool = False) -> Domain:
+    return Domain("real", low, high, low_open, high_open, optional=optional)
+
+
+def positive(optional: bool = False) -> Domain:
+    """A number above 0 (a length, a time step, a scale that a sign would turn around)."""
+    return real(0.0, low_open=True, optional=optional)
+
+
+def integer(low: Optional[int] = None, high: Optional[int] = None, optional: bool = False) -> Domain:
+    return Domain("int", low, high, optional=optional)
+
+
+def choice(*choices: Any, optional: bool = False) -> Domain:
+    return Domain("choice", choices=tuple(choices), optional=optional)
+
+
+def flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
+    """A nested config as dotted keys -> leaves (lists are leaves)."""
+    if not isinstance(tree, Mapping):
+        return {prefix: tree}
+    found: Dict[str, Any] = {}
+    for key, value in tree.items():
+        found.update(flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return found
+
+
+def check(values: Mapping[str, Any], domains: Mapping[str, Domain], prefix: str = "") -> None:
+    """Raise UserError for the first declared key whose value is outside its domain."""
+    for key, domain in domains.items():
+        if key in values and not domain.admits(values[key]):
+            raise UserError(f"{prefix}{key}={values[key]!r} is outside its domain: {domain.describe()}")
+
+
+def check_finite(values: Mapping[str, Any]) -> None:
+    """No NaN or infinity anywhere (a float in a list too): one line naming the first such key."""
+    for key, value in values.items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, float) and not math.isfinite(item):
+                raise UserError(f"{key}={value!r}: a config value must be a finite number (NaN and infinities are "
+                                "refused)")
