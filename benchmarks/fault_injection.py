@@ -232,7 +232,7 @@ def non_finite_and_divergence(work: str) -> None:
         raise SystemExit("the good run before the NaN cases failed")
     before = {p: open(p, "rb").read() for p in glob.glob(os.path.join(folder, "checkpoints", "*.pt"))}
     resume = f"resume={os.path.join(folder, 'checkpoints', 'last.pt')}"
-    for overrides, words in ((["agent.reward_scale=inf", resume], "non-finite reward"),
+    for overrides, words in ((["agent.reward_scale=1e39", resume], "non-finite reward"),  # (float32 overflow)
                              (["agent.learning_rate=1e3", "agent.lr_schedule=constant"], "non-finite")):
         result = train(*SMALL, "max_iterations=30", "save_interval_iterations=1", *overrides, f"runs_dir={work}/nan_runs")
         counts["faults_injected"] += 1
