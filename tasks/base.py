@@ -21,11 +21,9 @@ from typing import Any, Dict, Mapping, Tuple, Union
 
 import torch
 
-from isaac_ppo.config.domains import Domain, choice, integer, positive
 from isaac_ppo.envs.contract import StepResult, check_actions, check_active, check_num_envs, nonfinite_rows
 from isaac_ppo.errors import UserError
-
-INTEGRATORS = ("euler", "rk4", "implicit", "implicitfast")  # MuJoCo's, by their names in a model file
+from isaac_ppo.tasks import INTEGRATORS
 
 
 def integrator(name: Any) -> int:
@@ -51,25 +49,6 @@ class MujocoTask:
     derived_fields: Tuple[str, ...] = ()
     # per-env tensors a checkpoint carries, beside the simulation state rows, so a resumed run continues exactly
     state_buffers: Tuple[str, ...] = ("progress", "last_actions")
-    # the domain of each task parameter this class reads (cfg/task/<name>.yaml; checked before anything is built,
-    # config/domains.py); a subclass declares the keys it adds
-    domains: Dict[str, Domain] = {
-        "env.numEnvs": integer(1), "env.episodeLength": integer(1), "env.envSpacing": positive(),
-        "env.clipActions": positive(), "env.clipObservations": positive(), "env.powerScale": positive(),
-        "sim.dt": positive(), "sim.substeps": integer(1),
-        "mujoco.timestep": positive(), "mujoco.substeps": integer(1),
-        "mujoco.integrator": choice(*INTEGRATORS, optional=True), "mujoco.nthread": integer(0),
-        "mujoco.max_abs_qvel": positive(), "mujoco.max_abs_reward": positive(),
-        "mujoco.nconmax": integer(1), "mujoco.njmax": integer(1),
-    }
-
-    @classmethod
-    def parameter_domains(cls) -> Dict[str, Domain]:
-        """Every declared domain of the task's parameters, its own and those of the classes it builds on."""
-        merged: Dict[str, Domain] = {}
-        for klass in reversed(cls.__mro__):
-            merged.update(vars(klass).get("domains", {}))
-        return merged
 
     @classmethod
     def asset_path(cls) -> str:

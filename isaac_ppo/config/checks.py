@@ -91,8 +91,8 @@ def check(cfg: DictConfig) -> None:
 
 
 def check_task_parameters(cfg: DictConfig) -> None:
-    """No NaN or infinity anywhere; the task's parameters inside the domains its class declares (tasks/, each
-    class's `domains`), and its solve thresholds a list of numbers."""
+    """No NaN or infinity anywhere; the task's parameters inside their declared domains (tasks/__init__.py and
+    each family package's DOMAINS), and its solve thresholds a list of numbers."""
     from isaac_ppo.config import domains
 
     domains.check_finite(domains.flat(OmegaConf.to_container(cfg, resolve=True)))
@@ -107,10 +107,11 @@ def check_task_parameters(cfg: DictConfig) -> None:
 
 
 def task_domains(name: str) -> Optional[Dict[str, Any]]:
-    """The parameter domains a task's class declares; None for a task without a MuJoCo port (Isaac Gym only)."""
-    from isaac_ppo.tasks import TASKS, task_class
+    """The parameter domains of a task (tasks/: torch-free); None for a task without a MuJoCo port (Isaac Gym
+    only)."""
+    from isaac_ppo.tasks import TASKS, parameter_domains
 
-    return task_class(name).parameter_domains() if name in TASKS else None
+    return parameter_domains(name) if name in TASKS else None
 
 
 def check_profile(profile: str, task: str) -> None:

@@ -11,7 +11,6 @@ from typing import Any, Tuple
 
 import torch
 
-from isaac_ppo.config.domains import positive
 from isaac_ppo.tasks.base import MujocoTask, Selection
 
 
@@ -19,8 +18,6 @@ class Cartpole(MujocoTask):
     asset = "cartpole.xml"
     num_obs = 4
     num_actions = 1
-    # a motor's effort below 0 turns it around; a reset distance of 0 ends every episode at once
-    domains = {"env.maxEffort": positive(), "env.resetDist": positive()}
 
     def configure_model(self, model: Any) -> None:
         model.actuator_gear[0, 0] = float(self.cfg["env"]["maxEffort"])

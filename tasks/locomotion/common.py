@@ -20,7 +20,6 @@ from typing import Tuple
 
 import torch
 
-from isaac_ppo.config.domains import positive, real
 from isaac_ppo.tasks.base import MujocoTask, Selection
 
 TARGET_X = 1000.0  # the walk target (1000, 0, 0) of both tasks
@@ -33,15 +32,6 @@ class LocomotionTask(MujocoTask):
     # Ant reports yaw and roll wrapped to [0, 2 pi) and the raw angle difference; Humanoid wraps all three
     # to (-pi, pi]
     normalize_angles = False
-    # weights and costs are what they say at 0 or above (a negative cost is a reward for the thing); deathCost is
-    # IsaacGymEnvs' signed penalty (negative); scales and the termination height are positive
-    domains = {
-        "env.headingWeight": real(0.0), "env.upWeight": real(0.0), "env.actionsCost": real(0.0),
-        "env.energyCost": real(0.0), "env.jointsAtLimitCost": real(0.0), "env.deathCost": real(),
-        "env.terminationHeight": positive(), "env.dofVelocityScale": positive(),
-        "env.contactForceScale": positive(), "env.angularVelocityScale": positive(),
-    }
-
     def setup(self) -> None:
         env = self.cfg["env"]
         self.heading_weight = float(env["headingWeight"])
