@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from isaac_ppo.config.compose import RENAMED
+from isaac_ppo.config.domains import flat as _flat
 from isaac_ppo.errors import UserError
 
 # what a resumed run may change without becoming another run: budgets, saving, threads, where files go, play,
@@ -151,12 +152,3 @@ def _task_defaults(task: Any) -> Dict[str, Any]:
     if not isinstance(task, str) or not os.path.isfile(path):
         return {}
     return _flat(OmegaConf.to_container(OmegaConf.load(path), resolve=True), "task")
-
-
-def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    flat: Dict[str, Any] = {}
-    for key, value in tree.items():
-        flat.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-    return flat
