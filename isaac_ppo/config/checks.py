@@ -95,15 +95,15 @@ def check_task_parameters(cfg: DictConfig) -> None:
     each family package's DOMAINS), and its solve thresholds a list of numbers."""
     from isaac_ppo.config import domains
 
-    domains.check_finite(domains.flat(OmegaConf.to_container(cfg, resolve=True)))
-    task = OmegaConf.to_container(cfg.task, resolve=True)
-    values = domains.flat(task)
+    tree = OmegaConf.to_container(cfg, resolve=True)
+    domains.check_finite(domains.flat(tree))
+    task = tree["task"]
     thresholds = task.get("solve_thresholds", [])
     if not isinstance(thresholds, list) or not all(isinstance(t, (int, float)) for t in thresholds):
         raise UserError(f"task.solve_thresholds={thresholds!r} must be a list of evaluation returns")
     declared = task_domains(cfg.task.name)
     if declared is not None:
-        domains.check(values, declared, prefix="task.")
+        domains.check(domains.flat(task), declared, prefix="task.")
 
 
 def task_domains(name: str) -> Optional[Dict[str, Any]]:
@@ -229,4 +229,3 @@ def _can_make_folder_in(existing: str) -> bool:
     except OSError:
         return False
     return True
-
