@@ -1,8 +1,9 @@
 """Every rule a config must meet before a run starts, each broken one a one-line UserError.
 
-The schemas (config/schema.py) give types and required keys; the rules here are the values: allowed choices,
-ranges, what the diagnostics can measure, what rl-games can run, and every plan the scheduler can ask for
-against the env pool. They run once per launch, on the typed config, before a run directory exists.
+The schemas (config/schema.py) give types and required keys; the rules here are the values: each run-level key's
+declared domain (RUN_DOMAINS; a task declares its parameters' in tasks/), the run folder's name and place, what
+the diagnostics can measure, what rl-games can run, and every plan the scheduler can ask for against the env
+pool. They run once per launch, on the typed config, before a run directory exists.
 """
 from __future__ import annotations
 
@@ -10,50 +11,70 @@ from typing import Any, Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from isaac_ppo.config import domains
+from isaac_ppo.config.domains import Domain, choice, integer, positive, real
 from isaac_ppo.errors import UserError
 
-CHOICES = {
-    "sim": ("auto", "mujoco", "mjwarp", "isaacgym"),
-    "dist_backend": ("auto", "nccl", "gloo"),
-    "agent.backend": ("isaac_ppo", "rl_games"),
-    "agent.lr_schedule": ("adaptive", "linear", "constant"),
-    "agent.stale_clip": ("behaviour", "proximal"),
-    "diagnostics.coverage_method": ("pca", "umap"),
-    "agent.network.activation": ("elu", "relu", "tanh", "selu"),
-}
-POSITIVE = ("capture_video_len", "agent.horizon", "agent.minibatch_size", "agent.mini_epochs", "save_interval_iterations", "play_episodes",
-            "torch_threads", "collect_torch_threads", "max_iterations", "max_env_steps", "num_envs",
-            "agent.max_epochs", "eval.num_envs", "agent.games_to_track", "agent.num_mini_batches")
-# key -> (lowest, highest, whether the lowest itself is allowed): what each number means bounds it
-RANGES = {
-    "agent.learning_rate": (0.0, None, False), "agent.gamma": (0.0, 1.0, False), "agent.lam": (0.0, 1.0, True),
-    "agent.clip": (0.0, None, False), "agent.kl_threshold": (0.0, None, False), "agent.grad_norm": (0.0, None, False),
-    "agent.critic_coef": (0.0, None, True), "agent.entropy_coef": (0.0, None, True),
-    "agent.bounds_loss_coef": (0.0, None, True), "max_diverged_fraction": (0.0, 1.0, True),
-    "eval.interval_env_steps": (0, None, True), "seed": (-1, None, True), "capture_video_interval_iterations": (0, None, True),
+# The run-level keys' domains, declared once (the task's parameters declare theirs in tasks/): a value outside is
+# one line naming the key, the value and the domain (config/domains.py). What each number means bounds it.
+RUN_DOMAINS: Dict[str, Domain] = {
+    "sim": choice("auto", "mujoco", "mjwarp", "isaacgym"),
+    "dist_backend": choice("auto", "nccl", "gloo"),
+    "pipeline": choice("gpu", "cpu", optional=True),  # Isaac Gym's tensor pipeline
+    "seed": integer(-1),  # -1: a random seed (IsaacGymEnvs')
+    "num_envs": integer(1, optional=True),  # null: the task's numEnvs
+    "max_iterations": integer(1, optional=True),
+    "max_env_steps": integer(1, optional=True),
+    "max_diverged_fraction": real(0.0, 1.0),
+    "torch_threads": integer(1),
+    "collect_torch_threads": integer(1),
+    "save_interval_iterations": integer(1),
+    "play_episodes": integer(1),
+    "capture_video_len": integer(1),
+    "capture_video_interval_iterations": integer(0),
+    "graphics_device_id": integer(-1, optional=True),
+    "eval.interval_env_steps": integer(0),  # 0: no evaluation during training
+    "eval.num_envs": integer(1),
+    "agent.backend": choice("isaac_ppo", "rl_games"),
+    "agent.horizon": integer(1),
+    "agent.minibatch_size": integer(1),
+    "agent.num_mini_batches": integer(1, optional=True),
+    "agent.mini_epochs": integer(1),
+    "agent.max_epochs": integer(1),
+    "agent.games_to_track": integer(1),
+    "agent.learning_rate": positive(),
+    "agent.lr_schedule": choice("adaptive", "linear", "constant"),
+    "agent.kl_threshold": positive(),
+    "agent.gamma": real(0.0, 1.0, low_open=True),
+    "agent.lam": real(0.0, 1.0),
+    "agent.clip": positive(),
+    "agent.critic_coef": real(0.0),
+    "agent.entropy_coef": real(0.0),
+    "agent.bounds_loss_coef": real(0.0),
+    "agent.grad_norm": positive(),
+    "agent.reward_scale": positive(),  # a sign would turn the task's reward around, zero erase it
+    "agent.stale_clip": choice("behaviour", "proximal"),
+    "agent.network.activation": choice("elu", "relu", "tanh", "selu"),
+    "agent.network.init_log_std": real(),
+    "diagnostics.interval_iterations": integer(1),
+    "diagnostics.samples": integer(1),
+    "diagnostics.delta": real(0.0, 1.0, low_open=True, high_open=True),
+    "diagnostics.tau": real(0.0, 1.0, high_open=True),
+    "diagnostics.grid": integer(1),
+    "diagnostics.coverage_method": choice("pca", "umap"),
 }
 FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 
 
 def check(cfg: DictConfig) -> None:
     """Raise UserError naming the first key whose value breaks a rule."""
-    check_task_parameters(cfg)
-    for key, allowed in CHOICES.items():
-        value = OmegaConf.select(cfg, key)
-        if value not in allowed:
-            raise UserError(f"{key}={value!r} is not one of: {', '.join(allowed)}")
-    for key in POSITIVE:
-        value = OmegaConf.select(cfg, key)
-        if value is not None and value < 1:
-            raise UserError(f"{key}={value!r} must be a positive integer")
-    for key, (low, high, low_allowed) in RANGES.items():
-        value = OmegaConf.select(cfg, key)
-        if value < low or (value == low and not low_allowed) or (high is not None and value > high):
-            span = f"{'[' if low_allowed else '('}{low:g}, {'inf)' if high is None else f'{high:g}]'}"
-            raise UserError(f"{key}={value!r} must be in {span}")
+    tree = OmegaConf.to_container(cfg, resolve=True)
+    values = domains.flat(tree)
+    domains.check_finite(values)
+    check_task_parameters(tree["task"])
+    domains.check(values, RUN_DOMAINS)
+    check_folder_name("experiment", cfg.experiment)
     check_profile(cfg.profile, cfg.task.name)
-    if cfg.pipeline not in (None, "gpu", "cpu"):
-        raise UserError(f"pipeline={cfg.pipeline!r} is not one of: gpu, cpu (Isaac Gym's tensor pipeline)")
     hidden = list(cfg.agent.network.hidden)
     if not hidden or min(hidden) < 1:
         raise UserError(f"agent.network.hidden={hidden} must list at least one layer, each of at least 1 unit")
@@ -90,18 +111,13 @@ def check(cfg: DictConfig) -> None:
         check_scheduler(cfg)
 
 
-def check_task_parameters(cfg: DictConfig) -> None:
-    """No NaN or infinity anywhere; the task's parameters inside their declared domains (tasks/__init__.py and
-    each family package's DOMAINS), and its solve thresholds a list of numbers."""
-    from isaac_ppo.config import domains
-
-    tree = OmegaConf.to_container(cfg, resolve=True)
-    domains.check_finite(domains.flat(tree))
-    task = tree["task"]
+def check_task_parameters(task: Dict[str, Any]) -> None:
+    """The task's parameters (its resolved node) inside their declared domains (tasks/__init__.py and each family
+    package's DOMAINS), and its solve thresholds a list of numbers."""
     thresholds = task.get("solve_thresholds", [])
     if not isinstance(thresholds, list) or not all(isinstance(t, (int, float)) for t in thresholds):
         raise UserError(f"task.solve_thresholds={thresholds!r} must be a list of evaluation returns")
-    declared = task_domains(cfg.task.name)
+    declared = task_domains(task["name"])
     if declared is not None:
         domains.check(domains.flat(task), declared, prefix="task.")
 
@@ -158,19 +174,11 @@ def check_rl_games(cfg: DictConfig) -> None:
 
 def check_diagnostics(diagnostics: DictConfig, hidden: list) -> None:
     """Diagnostics settings that cannot measure."""
-    if diagnostics.interval_iterations < 1:
-        raise UserError(f"diagnostics.interval_iterations={diagnostics.interval_iterations} must be at least 1")
-    if not 0.0 < diagnostics.delta < 1.0:
-        raise UserError(f"diagnostics.delta={diagnostics.delta} must be in (0, 1)")
-    if not 0.0 <= diagnostics.tau < 1.0:
-        raise UserError(f"diagnostics.tau={diagnostics.tau} must be in [0, 1)")
     if diagnostics.coverage_method == "umap" and diagnostics.coverage and diagnostics.enabled:
         try:
             import umap  # noqa: F401
         except ImportError:
             raise UserError("diagnostics.coverage_method=umap needs umap-learn: pip install 'isaac-ppo[umap]'") from None
-    if diagnostics.grid < 1:
-        raise UserError(f"diagnostics.grid={diagnostics.grid} must be at least 1")
     if diagnostics.enabled and diagnostics.samples < max(hidden):
         raise UserError(
             f"diagnostics.samples={diagnostics.samples} is below the widest hidden layer ({max(hidden)} units): "
@@ -189,6 +197,15 @@ def check_scheduler(cfg: DictConfig) -> None:
     first = scheduler.plan(0, [])
     if max_env_steps is not None and first.batch_size > max_env_steps:
         raise UserError(f"max_env_steps={max_env_steps} is smaller than the first batch ({first.batch_size} env steps)")
+
+
+def check_folder_name(key: str, name: str) -> None:
+    """A name that becomes one folder under runs_dir (experiment=): not a path that would climb out of runs_dir
+    or nest in it ('..', '/'), and nothing a shell or a file system mangles (control characters). '' is the
+    default (the task's name)."""
+    if name in (".", "..") or "/" in name or "\\" in name or any(ord(c) < 32 for c in name):
+        raise UserError(f"{key}={name!r} is outside its domain: one folder name (no '/', '\\', '.' or '..', no "
+                        "control characters); runs_dir= says where the folders go")
 
 
 MIN_FREE_BYTES = 64 << 10  # less is a full disk: Hydra's record and config.yaml alone take ~15 kB

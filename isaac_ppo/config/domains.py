@@ -16,7 +16,7 @@ from isaac_ppo.errors import UserError
 
 @dataclasses.dataclass(frozen=True)
 class Domain:
-    kind: str  # "real", "int" or "choice"
+    kind: str  # "real", "int", "choice" or "pair" (a [min, max] list of two reals, min <= max)
     low: Optional[float] = None
     high: Optional[float] = None
     low_open: bool = False  # (low, ...: the bound itself is outside
@@ -32,7 +32,8 @@ class Domain:
             high = "inf" if self.high is None else f"{self.high:g}"
             left = "(" if self.low is None or self.low_open else "["
             right = ")" if self.high is None or self.high_open else "]"
-            text = f"{'an integer' if self.kind == 'int' else 'a number'} in {left}{low}, {high}{right}"
+            kind = {"int": "an integer", "real": "a number", "pair": "a pair [min, max], min <= max, of numbers"}
+            text = f"{kind[self.kind]} in {left}{low}, {high}{right}"
         return text + (" or null" if self.optional else "")
 
     def admits(self, value: Any) -> bool:
@@ -40,6 +41,12 @@ class Domain:
             return self.optional
         if self.kind == "choice":
             return value in self.choices
+        if self.kind == "pair":
+            return (isinstance(value, (list, tuple)) and len(value) == 2 and all(map(self._admits_number, value))
+                    and value[0] <= value[1])
+        return self._admits_number(value)
+
+    def _admits_number(self, value: Any) -> bool:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False
         if self.kind == "int" and not isinstance(value, int):
@@ -63,6 +70,11 @@ def positive(optional: bool = False) -> Domain:
 
 def integer(low: Optional[int] = None, high: Optional[int] = None, optional: bool = False) -> Domain:
     return Domain("int", low, high, optional=optional)
+
+
+def pair(low: Optional[float] = None, high: Optional[float] = None, optional: bool = False) -> Domain:
+    """[min, max] with min <= max, both in [low, high]: a command range, a randomisation interval."""
+    return Domain("pair", low, high, optional=optional)
 
 
 def choice(*choices: Any, optional: bool = False) -> Domain:

@@ -17,12 +17,12 @@ BASE = ["task=Cartpole", "sim=mujoco"]
 @pytest.mark.parametrize("override,message", [
     ("agent.network.hidden=[]", "agent.network.hidden=[] must list at least one layer"),
     ("agent.network.hidden=[64,0]", "agent.network.hidden=[64, 0] must list at least one layer"),
-    ("agent.learning_rate=-1", "agent.learning_rate=-1.0 must be in (0, inf)"),
-    ("agent.learning_rate=0", "agent.learning_rate=0.0 must be in (0, inf)"),
-    ("agent.gamma=1.5", "agent.gamma=1.5 must be in (0, 1]"),
-    ("agent.lam=-0.1", "agent.lam=-0.1 must be in [0, 1]"),
-    ("agent.clip=0", "agent.clip=0.0 must be in (0, inf)"),
-    ("agent.entropy_coef=-1", "agent.entropy_coef=-1.0 must be in [0, inf)"),
+    ("agent.learning_rate=-1", "agent.learning_rate=-1.0 is outside its domain: a number in (0, inf)"),
+    ("agent.learning_rate=0", "agent.learning_rate=0.0 is outside its domain: a number in (0, inf)"),
+    ("agent.gamma=1.5", "agent.gamma=1.5 is outside its domain: a number in (0, 1]"),
+    ("agent.lam=-0.1", "agent.lam=-0.1 is outside its domain: a number in [0, 1]"),
+    ("agent.clip=0", "agent.clip=0.0 is outside its domain: a number in (0, inf)"),
+    ("agent.entropy_coef=-1", "agent.entropy_coef=-1.0 is outside its domain: a number in [0, inf)"),
     ("+unknown_key=1", "config key unknown_key: Key 'unknown_key' not in 'Config'"),
     ("task=ant", "task=ant does not exist: did you mean task=Ant? (task options: Ant, Cartpole, Humanoid)"),
 ])
@@ -36,7 +36,7 @@ def test_a_runs_dir_that_cannot_be_made_is_refused_before_anything_is_written(tm
     (tmp_path / "a_file").write_text("not a folder")
     with pytest.raises(UserError, match=r"runs_dir=\S+a_file/runs cannot be made: \S+a_file is not a folder"):
         compose_config([*BASE, f"runs_dir={tmp_path / 'a_file' / 'runs'}"])
-    with pytest.raises(UserError, match=r"max_diverged_fraction=1.5 must be in \[0, 1\]"):
+    with pytest.raises(UserError, match=r"max_diverged_fraction=1.5 is outside its domain: a number in \[0, 1\]"):
         compose_config([*BASE, "max_diverged_fraction=1.5"])
     disk = tmp_path / "full_disk"
     disk.mkdir()
@@ -103,8 +103,8 @@ def test_videos_while_training_with_rl_games_or_without_a_length_are_refused():
     if offscreen_gl_problem(gl_backend("cpu")):
         pytest.skip("no offscreen OpenGL here: capture_video=true is refused for that first")
     for override, message in (("agent.backend=rl_games", "capture_video=true while training films our learner's"),
-                              ("capture_video_len=0", "capture_video_len=0 must be a positive integer"),
-                              ("capture_video_interval_iterations=-1", "capture_video_interval_iterations=-1 must be in [0, inf)")):
+                              ("capture_video_len=0", "capture_video_len=0 is outside its domain: an integer in [1, inf)"),
+                              ("capture_video_interval_iterations=-1", "capture_video_interval_iterations=-1 is outside its domain: an integer in [0, inf)")):
         with pytest.raises(UserError) as error:
             compose_config([*BASE, "capture_video=true", override])
         assert message in str(error.value), str(error.value)

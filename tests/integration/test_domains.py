@@ -14,8 +14,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from isaac_ppo.config import load
+from isaac_ppo.config.checks import RUN_DOMAINS
 from isaac_ppo.config.compose import compose_config
-from isaac_ppo.config.domains import flat, real
+from isaac_ppo.config.domains import flat, pair, real
 from isaac_ppo.errors import UserError
 from isaac_ppo.tasks import TASKS, parameter_domains
 
@@ -56,7 +57,7 @@ def test_every_task_parameter_has_a_declared_domain(task):
 
 # values a user may type, as Hydra's grammar parses them
 ALWAYS = ["abc", float("nan"), float("inf"), 0, -1, 1e30]  # wrong type, NaN, infinity, zero, negative, huge
-MORE = ["", -float("inf"), 0.0, -0.5, 1, 10**12, 3.5, None, True]
+MORE = ["", -float("inf"), 0.0, -0.5, 1, 10**12, 3.5, None, True, "../up", [1.0, -1.0]]
 
 
 def _set(tree: dict, key: str, value) -> None:
@@ -71,13 +72,16 @@ def test_a_seeded_fuzzer_over_every_key_of_every_task(capsys):
     """Each case goes through the config boundary (config.load: the schemas, every rule, the domains) that the CLI
     runs before any folder exists. Expected: a value outside a declared domain, NaN or an infinity is refused in
     one line naming the key; a value inside is not refused for its own sake; nothing but a UserError is ever
-    raised. Task keys get the six of ALWAYS and two more drawn; the run-level keys (agent.*, eval.*, ...) two drawn
-    from both lists (their rules live in config/checks.py; here: NaN, infinities and never a traceback)."""
+    raised. A key with a declared domain (the task's parameters, the run's RUN_DOMAINS) gets the six of ALWAYS and
+    two more drawn; any other key two drawn from both lists. The run's keys are the same in every task's config:
+    they get their full share in the first task's, two drawn in the others'."""
     rng = random.Random(43)
     cases = refused = 0
-    for task in sorted(TASKS):
+    for number, task in enumerate(sorted(TASKS)):
         composed = OmegaConf.to_container(compose_config([f"task={task}", *SMALL]), resolve=True)
         domains = {f"task.{k}": d for k, d in parameter_domains(task).items()}
+        if number == 0:
+            domains.update(RUN_DOMAINS)
         defaults = flat(composed)
         keys = [k for k in defaults if not isinstance(defaults[k], (list, dict))]
         for key in keys:
@@ -94,7 +98,7 @@ def test_a_seeded_fuzzer_over_every_key_of_every_task(capsys):
                     text = str(error)
                     assert "\n" not in text, (key, value, text)
                     if key in domains and not domains[key].admits(value):
-                        assert text.startswith(key.split(".")[0]) and key in text, (key, value, text)
+                        assert key in text.split(":")[0], (key, value, text)  # (the schema's: "config key K: ...")
                     continue
                 non_finite = isinstance(value, float) and not math.isfinite(value)
                 assert not (numeric and non_finite), f"{key}={value!r} was accepted"  # (a str key reads "inf")
@@ -102,9 +106,22 @@ def test_a_seeded_fuzzer_over_every_key_of_every_task(capsys):
                     assert domains[key].admits(value), f"{key}={value!r} is outside {domains[key].describe()}"
     with capsys.disabled():
         print(f"\n[fuzzer] {cases} cases over every key of {len(TASKS)} tasks' configs, {refused} refused in one line")
-    assert cases > 800 and refused > cases // 3
+    assert cases > 1000 and refused > cases // 3
+
+
+@pytest.mark.parametrize("name", ["../up", "a/b", "..", "."])
+def test_an_experiment_name_that_is_not_one_folder_is_refused(tmp_path, name):
+    with pytest.raises(UserError) as caught:
+        compose_config(["task=Cartpole", *SMALL, f"runs_dir={tmp_path / 'runs'}", f"experiment={name}"])
+    assert str(caught.value).startswith(f"experiment={name!r} is outside its domain: one folder name")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_domain_describes_its_bounds():
     assert real(0.0, 1.0, low_open=True).describe() == "a number in (0, 1]"
     assert not real(0.0, 1.0, low_open=True).admits(0.0) and real(0.0, 1.0, low_open=True).admits(1.0)
+    speeds = pair(-5.0, 5.0)  # (a velocity command's range, as the legged tasks declare theirs)
+    assert speeds.describe() == "a pair [min, max], min <= max, of numbers in [-5, 5]"
+    assert speeds.admits([-1.0, 1.0]) and speeds.admits([0.5, 0.5])
+    for outside in ([1.0, -1.0], [-6.0, 1.0], [0.0], [0.0, float("nan")], 1.0, ["a", "b"]):
+        assert not speeds.admits(outside), outside

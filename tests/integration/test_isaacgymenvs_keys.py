@@ -68,8 +68,8 @@ def test_torch_deterministic_and_the_device_keys(tmp_path):
 
 def test_rl_device_is_device_and_meaningless_values_are_refused():
     assert compose_config([*SMALL, "rl_device=cuda:1"]).device == "cuda:1"
-    for override, message in (("seed=-2", "seed=-2 must be in [-1, inf)"),
-                              ("pipeline=tpu", "pipeline='tpu' is not one of: gpu, cpu")):
+    for override, message in (("seed=-2", "seed=-2 is outside its domain: an integer in [-1, inf)"),
+                              ("pipeline=tpu", "pipeline='tpu' is outside its domain: one of gpu, cpu or null")):
         with pytest.raises(UserError) as error:
             compose_config([*SMALL, override])
         assert message in str(error.value)

@@ -12,7 +12,8 @@ from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
 from omegaconf import OmegaConf
 
-from isaac_ppo.config.checks import check_diagnostics
+from isaac_ppo.config import domains
+from isaac_ppo.config.checks import RUN_DOMAINS, check_diagnostics
 from isaac_ppo.diagnostics.probe import Probe, _capture
 from isaac_ppo.errors import UserError
 from isaac_ppo.scheduler import Plan
@@ -110,16 +111,22 @@ def test_gradient_kurtosis_is_the_mean_over_the_updates_steps_and_training_is_un
 
 
 @pytest.mark.parametrize("key,value,message", [
-    ("tau", 1.5, r"diagnostics.tau=1.5 must be in \[0, 1\)"),
+    ("tau", 1.5, r"diagnostics.tau=1.5 is outside its domain: a number in \[0, 1\)"),
     ("tau", -0.1, r"diagnostics.tau=-0.1"),
-    ("delta", 0.0, r"diagnostics.delta=0.0 must be in \(0, 1\)"),
-    ("interval_iterations", 0, r"diagnostics.interval_iterations=0 must be at least 1"),
-    ("samples", 10, r"diagnostics.samples=10 is below the widest hidden layer \(16 units\)"),
+    ("delta", 0.0, r"diagnostics.delta=0.0 is outside its domain: a number in \(0, 1\)"),
+    ("interval_iterations", 0, r"diagnostics.interval_iterations=0 is outside its domain: an integer in \[1, inf\)"),
     ("grid", 0, r"diagnostics.grid=0"),
 ])
-def test_config_refusals(key, value, message):
+def test_settings_outside_their_domains_are_refused(key, value, message):
+    """(declared with the run's other keys in config/checks.py RUN_DOMAINS)"""
     with pytest.raises(UserError, match=message):
-        check_diagnostics(OmegaConf.create(dict(CFG, **{key: value})), [16, 8])
+        domains.check(domains.flat({"diagnostics": dict(CFG, **{key: value})}), RUN_DOMAINS)
+    domains.check(domains.flat({"diagnostics": CFG}), RUN_DOMAINS)  # the defaults are inside
+
+
+def test_too_few_samples_for_the_widest_layer_are_refused():
+    with pytest.raises(UserError, match=r"diagnostics.samples=10 is below the widest hidden layer \(16 units\)"):
+        check_diagnostics(OmegaConf.create(dict(CFG, samples=10)), [16, 8])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("umap") is not None, reason="umap-learn is installed here")
