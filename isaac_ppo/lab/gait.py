@@ -28,11 +28,13 @@ UP_PROJ = 10  # and its up axis projected on the world's (1 upright, 0 on its si
 
 
 def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed: int = 0,
-          integrator: Optional[str] = None, refine: int = 1) -> Dict[str, Any]:
+          integrator: Optional[str] = None, refine: int = 1,
+          physics: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Replay checkpoint path (its run's config.yaml beside checkpoints/ when there is one, else the defaults) on
     envs MuJoCo envs for steps control steps: torso speed quantiles, median reward a step, diverged simulations.
     integrator (task.mujoco.integrator) and refine (refine x finer physics steps, refine x as many a control step)
-    replay it under other physics: an exploit of integration error slows as refine grows, a gait does not."""
+    replay it under other physics: an exploit of integration error slows as refine grows, a gait does not.
+    physics (task.mujoco keys: timestep, substeps, integrator) replaces the run's before refine divides it."""
     from omegaconf import OmegaConf
 
     from isaac_ppo.loop.build import build_model
@@ -49,6 +51,7 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     else:
         cfg = compose_config([f"task={task}", "sim=mujoco", "test=true", f"checkpoint={path}"])
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    task_cfg["mujoco"].update(physics or {})
     task_cfg["mujoco"].update(timestep=task_cfg["mujoco"]["timestep"] / refine,
                               substeps=task_cfg["mujoco"]["substeps"] * refine)
     if integrator:

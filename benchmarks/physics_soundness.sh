@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 44's soundness runs: policies TRAINED under a candidate physics, then gait-checked at 1x, 2x and 4x finer
+# steps (benchmarks/physics_candidates.py gait), plus the candidates' divergence rates and the exploit replays.
+# Resumable: a seed whose run folder holds checkpoints/last.pt of the whole budget is not trained again.
+#
+#   bash benchmarks/physics_soundness.sh ant CANDIDATE SEED [SEED ...]   # paper_ant's adaptive_256x256 arm
+#   bash benchmarks/physics_soundness.sh humanoid SEED                    # profile=cpu, 12M env steps, its physics
+#   bash benchmarks/physics_soundness.sh measures                         # divergence rates, exploit replays
+#
+# Results append to benchmarks/logs/{ant,humanoid}-physics-*-<date>.jsonl; runs go to runs/physics/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+day=$(date +%F)
+logs=benchmarks/logs
+what=$1
+shift
+
+# paper_ant's adaptive_256x256 arm (cfg/study/paper_ant.yaml): the configuration that found both exploits
+ANT_ARM=(task=Ant sim=mujoco agent.num_mini_batches=2 max_diverged_fraction=1 max_env_steps=14680064
+         eval.interval_env_steps=2097152 save_interval_iterations=16 num_envs=256 agent.horizon=256
+         agent.lr_schedule=adaptive agent.learning_rate=3.0e-4 diagnostics=off)
+
+physics_of() {  # the candidate's task.mujoco overrides, from physics_candidates.py's table
+  python - "$1" <<'EOF'
+import sys
+sys.path.insert(0, "benchmarks")
+from physics_candidates import overrides
+print(" ".join(overrides(sys.argv[1])))
+EOF
+}
+
+case $what in
+  ant)
+    candidate=$1
+    shift
+    for seed in "$@"; do
+      run=runs/physics/$candidate/adaptive_256x256/seed_$seed
+      if [ ! -f "$run/metrics.json" ]; then
+        rm -rf "$run"
+        # shellcheck disable=SC2046
+        isaac-ppo-train "${ANT_ARM[@]}" seed="$seed" $(physics_of "$candidate") hydra.run.dir="$run" \
+          > "/tmp/physics-$candidate-$seed.log" 2>&1
+      fi
+      python benchmarks/physics_candidates.py gait "$candidate" "$run/checkpoints/last.pt" --envs 64 --steps 1000 \
+        | tee -a "$logs/ant-physics-gait-$day.jsonl"
+    done
+    ;;
+  humanoid)
+    for seed in "$@"; do
+      run=runs/physics/humanoid_cpu/seed_$seed
+      if [ ! -f "$run/metrics.json" ]; then
+        rm -rf "$run"
+        isaac-ppo-train task=Humanoid sim=mujoco profile=cpu diagnostics=off seed="$seed" max_env_steps=12000000 \
+          save_interval_iterations=100000 hydra.run.dir="$run" > "/tmp/physics-humanoid-$seed.log" 2>&1
+      fi
+      for refine in 1 2 4; do
+        python benchmarks/gait_check.py "$run/checkpoints/last.pt" --task Humanoid --envs 64 --steps 1000 \
+          --refine $refine | tee -a "$logs/humanoid-physics-gait-$day.jsonl"
+      done
+    done
+    ;;
+  measures)
+    python benchmarks/physics_candidates.py diverge | tee -a "$logs/ant-physics-diverge-$day.jsonl"
+    python benchmarks/physics_candidates.py exploits --envs 16 --steps 300 | tee -a "$logs/ant-physics-exploits-$day.jsonl"
+    ;;
+  *)
+    echo "usage: $0 ant CANDIDATE SEED... | humanoid SEED... | measures" >&2
+    exit 2
+    ;;
+esac
