@@ -40,12 +40,20 @@ USAGE = (f"usage: {PROG} checkpoint=PATH format=onnx|torchscript [out=PATH]\n"
          "  writes the checkpoint's deterministic policy (input \"obs\" float32 [batch, num_obs], output \"actions\" "
          "float32 [batch, num_actions]);\n  out defaults to the checkpoint's name with .onnx or .torchscript.pt")
 FORMATS = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
-ARGUMENTS = ("checkpoint", "format", "out")
 INPUT_NAME, OUTPUT_NAME = "obs", "actions"
 OPSET = 13  # what torch 1.10 (the Isaac Gym image) exports and every onnxruntime since 1.7 runs
 METADATA_KEYS = ("format_version", "task", "num_obs", "num_actions", "input", "output", "clip_observations",
                  "clip_actions", "obs_normalizer", "checkpoint", "iterations", "env_steps", "config")
 FORMAT_VERSION = "isaac-ppo-policy-1"
+
+
+def arguments() -> Dict[str, Any]:
+    """The command's own keys and their domains (isaac_ppo/lab/args.py checks them before anything is loaded)."""
+    from isaac_ppo.lab import args
+
+    return {"checkpoint": args.existing_file("an existing .pt file: a run's checkpoints/best.pt, last.pt or "
+                                             "iter_*.pt"),
+            "format": args.one_of(*FORMATS), "out": args.out_file()}
 
 
 class DeterministicPolicy(nn.Module):
@@ -85,14 +93,11 @@ def parse_args(argv: List[str]) -> Dict[str, str]:
     """checkpoint=, format= and out= from key=value words; anything else is a one-line UserError."""
     from isaac_ppo.lab.args import parse  # (the lab's one way to read KEY=VALUE words)
 
-    args: Dict[str, str] = parse(argv, ARGUMENTS, f"{PROG} checkpoint=PATH format=onnx|torchscript [out=PATH]").own
-    if not args.get("checkpoint"):
+    args: Dict[str, str] = parse(argv, arguments(), f"{PROG} checkpoint=PATH format=onnx|torchscript [out=PATH]").own
+    if "checkpoint" not in args:
         raise UserError("checkpoint=PATH is required: the .pt file to export (best.pt, last.pt or iter_*.pt)")
-    if args.get("format") not in FORMATS:
-        given = f"format={args['format']!r} is not known" if "format" in args else "format= is required"
-        raise UserError(f"{given}: give format=onnx or format=torchscript")
-    if "out" in args and not args["out"]:
-        raise UserError("out= is empty: give the file to write, or leave out= out for the default")
+    if "format" not in args:
+        raise UserError("format= is required: give format=onnx or format=torchscript")
     return args
 
 

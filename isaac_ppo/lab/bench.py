@@ -46,28 +46,27 @@ USAGE = (
 )
 MODES = ("sim", "train", "peers")
 PEERS = ("isaac_ppo", "rl_games")  # agent.backend values, in the order each seed runs them
-PEER_MODES = {"throughput": {"seeds": "0", "iterations": 10}, "learning": {"seeds": "0,1,2", "iterations": None}}
+PEER_MODES = {"throughput": {"seeds": [0], "iterations": 10}, "learning": {"seeds": [0, 1, 2], "iterations": None}}
 
-def parse_overrides(argv: List[str], defaults: Dict[str, Any]) -> Dict[str, Any]:
-    """key=value words into a dict typed like defaults; unknown keys and bad values raise UserError."""
-    from isaac_ppo.errors import UserError
+
+def own_keys(mode: str) -> Dict[str, Any]:
+    """Each mode's own keys and their domains (lab/args.py checks them before an env is built or a run starts):
+    sim's are bench_sim.SIM_KEYS; peers' seeds are isaac-ppo-train's seed= (-1: a random one)."""
+    from isaac_ppo.config.domains import integer
+    from isaac_ppo.lab import args
+    from isaac_ppo.lab.bench_sim import SIM_KEYS
+
+    return {"sim": SIM_KEYS, "train": {"iterations": args.number(integer(1))},
+            "peers": {"task": args.task(), "mode": args.one_of(*PEER_MODES), "seeds": args.integers(integer(-1)),
+                      "iterations": args.number(integer(1))}}[mode]
+
+
+def parse_overrides(argv: List[str]) -> Dict[str, Any]:
+    """sim's key=value words over its defaults, each checked against its domain."""
     from isaac_ppo.lab.args import parse
+    from isaac_ppo.lab.bench_sim import SIM_DEFAULTS
 
-    args = dict(defaults)
-    for key, value in parse(argv, defaults, "see isaac-ppo-bench --help").own.items():
-        default = defaults[key]
-        try:
-            if isinstance(default, bool):
-                if value.lower() not in ("true", "false"):
-                    raise ValueError(value)
-                args[key] = value.lower() == "true"
-            elif isinstance(default, int) or default is None and key in ("num_envs", "nthread", "torch_threads"):
-                args[key] = int(value)
-            else:
-                args[key] = value
-        except ValueError:
-            raise UserError(f"{key}={value!r} is not a valid {type(default).__name__ if default is not None else 'int'}")
-    return args
+    return {**SIM_DEFAULTS, **parse(argv, own_keys("sim"), "see isaac-ppo-bench --help").own}
 
 
 def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
@@ -148,26 +147,16 @@ def peers_args(argv: List[str]) -> Dict[str, Any]:
     from isaac_ppo.errors import UserError
     from isaac_ppo.lab.args import key_of, parse
 
-    own = {"task": "Ant", "mode": "throughput", "seeds": None, "iterations": None}
-    words = parse(argv, own, "see isaac-ppo-bench --help", hands_on=True)
+    own = {"task": "Ant", "mode": "throughput"}
+    words = parse(argv, own_keys("peers"), "see isaac-ppo-bench --help", hands_on=True)
     own.update(words.own)
     overrides = words.train
     for word in overrides:
         if key_of(word) in ("seed", "agent", "agent.backend", "max_iterations", "runs_dir", "experiment", "test"):
             raise UserError(f"{key_of(word)}= is set by peers itself: use seeds=..., iterations=... instead")
-    if own["mode"] not in PEER_MODES:
-        raise UserError(f"mode={own['mode']!r} is not one of: {', '.join(PEER_MODES)}")
     defaults = PEER_MODES[own["mode"]]
-    seeds_text = own["seeds"] if own["seeds"] is not None else defaults["seeds"]
-    try:
-        seeds = [int(s) for s in str(seeds_text).split(",") if s.strip()]
-        iterations = int(own["iterations"]) if own["iterations"] is not None else defaults["iterations"]
-    except ValueError:
-        raise UserError(f"seeds={seeds_text!r} and iterations={own['iterations']!r} must be integers") from None
-    if not seeds or (iterations is not None and iterations < 1):
-        raise UserError("peers needs at least one seed and iterations >= 1")
-    return {"task": own["task"], "mode": own["mode"], "seeds": seeds, "iterations": iterations,
-            "overrides": overrides}
+    return {"task": own["task"], "mode": own["mode"], "seeds": own.get("seeds", defaults["seeds"]),
+            "iterations": own.get("iterations", defaults["iterations"]), "overrides": overrides}
 
 
 def run_peer(backend: str, seed: int, args: Dict[str, Any], runs_dir: str) -> Dict[str, Any]:
@@ -349,24 +338,24 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     from isaac_ppo.errors import UserError
 
-    from isaac_ppo.lab.bench_sim import SIM_DEFAULTS, bench_sim
+    from isaac_ppo.lab.bench_sim import bench_sim
 
     try:
         if mode == "sim":
-            args = parse_overrides(rest, SIM_DEFAULTS)
+            args = parse_overrides(rest)
             if args["sim"] in ("auto", "isaacgym"):
                 preload.isaacgym_first()
             result = bench_sim(args)
         elif mode == "peers":
             result = bench_peers(peers_args(rest))
         else:
-            from isaac_ppo.lab.args import integer, parse
+            from isaac_ppo.lab.args import parse
 
-            words = parse(rest, ("iterations",), "see isaac-ppo-bench --help", hands_on=True)
+            words = parse(rest, own_keys("train"), "see isaac-ppo-bench --help", hands_on=True)
             overrides = words.train
             if all(not w.startswith("sim=") or w[4:] in ("auto", "isaacgym") for w in overrides):
                 preload.isaacgym_first()
-            result = bench_train(overrides, integer(words, "iterations", 5, 1))
+            result = bench_train(overrides, words.own.get("iterations", 5))
     except UserError as error:
         print(f"isaac-ppo-bench: {error}", file=sys.stderr)
         return 2

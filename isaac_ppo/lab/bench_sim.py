@@ -15,9 +15,23 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List
 
+from isaac_ppo.config.domains import integer
+from isaac_ppo.lab import args as lab_args
+
 SIM_DEFAULTS: Dict[str, Any] = {
     "task": "Ant", "num_envs": None, "steps": 200, "sim": "auto", "seed": 0, "device": "cpu",
     "nthread": None, "torch_threads": 1, "raw": True, "block": 10,
+}
+# each key's domain (lab/args.py checks them before the env is built); None above: the task's numEnvs and
+# mujoco.nthread
+SIM_KEYS: Dict[str, lab_args.Arg] = {
+    "task": lab_args.task(), "num_envs": lab_args.number(integer(1)), "steps": lab_args.number(integer(1)),
+    "sim": lab_args.one_of("auto", "mujoco", "mjwarp", "isaacgym"),
+    "seed": lab_args.number(integer(0, 10**18)),  # torch.Generator's seed (at most 2**63 - 1)
+    "device": lab_args.text("cpu, cuda or cuda:N", r"cpu|cuda(:[0-9]+)?"),
+    "nthread": lab_args.number(integer(0)),  # (the task's mujoco.nthread: 0, one per CPU)
+    "torch_threads": lab_args.number(integer(1)), "raw": lab_args.flag(),
+    "block": lab_args.number(integer(1)),
 }
 
 

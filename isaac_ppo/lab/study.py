@@ -15,7 +15,9 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from isaac_ppo.config.domains import integer
 from isaac_ppo.errors import UserError
+from isaac_ppo.lab import args as lab_args
 from isaac_ppo.lab.args import key_of as _key
 from isaac_ppo.lab.args import parse, run_command
 from isaac_ppo.lab.study_definition import (DONE, archive_run, archived_folder, finished_folder, load_study,
@@ -72,31 +74,37 @@ def _on_stop_signal(number: int, frame: Any) -> None:
         _running.append("handed on")
 
 
+# each subcommand's own keys and their domains (lab/args.py checks them before anything is made); which arms and
+# seeds a study has, select() checks once the study is read
+_NARROW = {"arms": lab_args.names(), "seeds": lab_args.integers(integer())}
+OWN_KEYS: Dict[str, Dict[str, lab_args.Arg]] = {
+    "run": {**_NARROW, "runs_dir": lab_args.folder()},  # the runs are made there
+    "report": {**_NARROW, "runs_dir": lab_args.folder(writes=False), "out": lab_args.folder()},
+    "placebo": {**_NARROW, "runs_dir": lab_args.folder(writes=False), "arm": lab_args.name(),
+                "seed": lab_args.number(integer()), "draw": lab_args.number(integer(0))},  # (draw: NumPy's seed)
+}
+
+
 def parse_args(argv: List[str]) -> Dict[str, Any]:
-    if len(argv) < 2 or argv[0] not in ("run", "report", "placebo"):
+    if len(argv) < 2 or argv[0] not in OWN_KEYS:
         raise UserError(USAGE)
-    own_keys = {"run": ("arms", "seeds", "runs_dir"), "report": ("arms", "seeds", "runs_dir", "out"),
-                "placebo": ("arms", "seeds", "runs_dir", "arm", "seed", "draw")}[argv[0]]
-    words = parse(argv[2:], own_keys, f"isaac-ppo-study {argv[0]}", hands_on=argv[0] == "run")
-    return {"command": argv[0], "study": argv[1], "runs_dir": "runs", **words.own, "train": words.train}
+    keys = OWN_KEYS[argv[0]]
+    words = parse(argv[2:], keys, f"isaac-ppo-study {argv[0]}", hands_on=argv[0] == "run")
+    if "runs_dir" not in words.own:  # the default is checked as a given one is (run makes folders there)
+        words.own["runs_dir"] = keys["runs_dir"].value("runs_dir", "runs")
+    return {"command": argv[0], "study": argv[1], **words.own, "train": words.train}
 
 
 def select(study: Dict[str, Any], args: Dict[str, Any]) -> None:
     """arms= and seeds= on the command line narrow the study (a subset of its own, never new ones)."""
     if "arms" in args:
-        names = [a for a in args["arms"].split(",") if a]
-        missing = [a for a in names if a not in study["arms"]]
-        if missing or not names:
-            raise UserError(f"arms={args['arms']}: the study's arms are {', '.join(study['arms'])}")
-        study["arms"] = {a: study["arms"][a] for a in names}
+        if not set(args["arms"]) <= set(study["arms"]):
+            raise UserError(f"arms={','.join(args['arms'])}: the study's arms are {', '.join(study['arms'])}")
+        study["arms"] = {a: study["arms"][a] for a in args["arms"]}
     if "seeds" in args:
-        try:
-            seeds = [int(s) for s in args["seeds"].split(",") if s]
-        except ValueError:
-            seeds = []
-        if not seeds or not set(seeds) <= set(study["seeds"]):
-            raise UserError(f"seeds={args['seeds']}: the study's seeds are {study['seeds']}")
-        study["seeds"] = seeds
+        if not set(args["seeds"]) <= set(study["seeds"]):
+            raise UserError(f"seeds={','.join(map(str, args['seeds']))}: the study's seeds are {study['seeds']}")
+        study["seeds"] = args["seeds"]
     for word in args["train"]:
         if _key(word) in ("seed", "hydra.run.dir", "experiment"):
             raise UserError(f"{word}: the study sets seed, hydra.run.dir and experiment per run")
@@ -233,7 +241,9 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     from isaac_ppo.lab.report import clock
 
     root = study_root(runs_dir, study)
-    out = out or os.path.join(root, "report")
+    if out is None:  # (an out= given was checked with the arguments)
+        out = os.path.join(root, "report")
+        lab_args.folder().value("runs_dir", out)  # the report goes under runs_dir: writable, before any is made
     runs: Dict[str, List[str]] = {}
     records: Dict[str, Dict[str, Any]] = {}  # run folder -> its study_done.json
     for arm in study["arms"]:
@@ -281,11 +291,10 @@ def print_placebo(study: Dict[str, Any], args: Dict[str, Any]) -> int:
 
     from isaac_ppo.lab.report.placebo import placebo_overrides
 
-    try:
-        seed, draw = int(args.get("seed", "")), int(args.get("draw", args.get("seed", "")))
-    except ValueError:
-        raise UserError("placebo needs seed=S (an integer: the run whose changes it copies), and draw=N if given, "
-                        "an integer") from None
+    if "seed" not in args:
+        raise UserError("placebo needs seed=S (an integer: the run whose changes it copies)")
+    seed = args["seed"]
+    draw = args.get("draw", abs(seed))  # (NumPy's seed: never negative)
     if args.get("arm") not in study["arms"]:
         raise UserError(f"placebo needs arm=, one of the study's: {', '.join(study['arms'])}")
     root = study_root(args["runs_dir"], study)

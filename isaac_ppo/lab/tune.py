@@ -11,7 +11,6 @@ import csv
 import glob
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -19,8 +18,10 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from isaac_ppo.config.domains import integer, positive
 from isaac_ppo.config.files import load_named
 from isaac_ppo.errors import UserError
+from isaac_ppo.lab import args
 from isaac_ppo.lab.args import key_of as _key
 from isaac_ppo.lab.args import parse, run_command
 from isaac_ppo.loop.stops import STOPPED
@@ -52,7 +53,13 @@ stops the running trial (train saves), marks it FAIL with its parameters queued,
 """
 USAGE = ("usage: isaac-ppo-tune space=NAME trials=N study=NAME [storage=URL] [trial_cap_s=S] "
          "[TRAIN_OVERRIDE ...]")
-OWN_KEYS = ("space", "trials", "study", "storage", "trial_cap_s")
+OWN_KEYS: Dict[str, args.Arg] = {  # each own key's domain (lab/args.py checks it before anything is made)
+    "space": args.text("a search space: cfg/tune/NAME.yaml, or a path to such a file"),
+    "trials": args.number(integer(1)),  # the study's finished trials to reach
+    "study": args.name(),
+    "storage": args.text("a database URL, DIALECT://... (sqlite:///PATH/study.db)", r"[A-Za-z][\w+.-]*://.+"),
+    "trial_cap_s": args.number(positive()),  # seconds of training per trial
+}
 SPEC_KINDS = ("choices", "int", "float")
 _interrupted: List[int] = []
 
@@ -67,21 +74,6 @@ def parse_args(argv: List[str]) -> Tuple[Dict[str, Any], List[str]]:
     missing = [k for k in ("space", "trials", "study") if k not in own]
     if missing:
         raise UserError(f"missing {', '.join(k + '=' for k in missing)}; {USAGE}")
-    try:
-        own["trials"] = int(own["trials"])
-    except ValueError:
-        raise UserError(f"trials={own['trials']}: a whole number of trials, at least 1") from None
-    if own["trials"] < 1:
-        raise UserError(f"trials={own['trials']}: at least 1 (the study's finished trials to reach)")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", own["study"]):
-        raise UserError(f"study={own['study']}: letters, digits, '_', '.', '-' only (it names a folder)")
-    if "trial_cap_s" in own:
-        try:
-            own["trial_cap_s"] = float(own["trial_cap_s"])
-        except ValueError:
-            own["trial_cap_s"] = -1.0
-        if not own["trial_cap_s"] > 0:
-            raise UserError(f"trial_cap_s={own['trial_cap_s']}: seconds of training per trial, more than 0")
     return own, train
 
 
@@ -281,23 +273,28 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
     except ImportError:
         raise UserError("isaac-ppo-tune needs Optuna: pip install 'isaac-ppo[tune]'") from None
     from optuna.trial import TrialState
+    from sqlalchemy.exc import SQLAlchemyError  # (Optuna's storage: a URL no database answers raises these)
 
     space = load_space(own["space"])
     cap_s = float(own.get("trial_cap_s", space["trial_cap_s"]))
     search = {k: v for k, v in space["search"].items() if k not in {_key(w) for w in extra}}  # given: fixed
     runs_dir = next((w.partition("=")[2] for w in reversed(extra) if _key(w) == "runs_dir"), "runs")
+    args.folder().value("runs_dir", runs_dir)  # the study's folder goes there: writable, before it is made
     extra = [w for w in extra if _key(w) != "runs_dir"]
     folder = os.path.abspath(os.path.join(runs_dir, "tune", own["study"]))
-    os.makedirs(folder, exist_ok=True)
     storage = own.get("storage") or "sqlite:///" + os.path.join(folder, "study.db")
+    if "storage" not in own:
+        os.makedirs(folder, exist_ok=True)  # (SQLite makes its file, not the folder)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     pruner = optuna.pruners.MedianPruner(**space["pruner"])
     sampler = optuna.samplers.TPESampler(**space["sampler"])
     try:
         study = optuna.create_study(study_name=own["study"], storage=storage, sampler=sampler, pruner=pruner,
                                     direction="minimize", load_if_exists=True)
-    except (ValueError, ImportError, optuna.exceptions.StorageInternalError) as error:
-        raise UserError(f"storage={storage}: cannot open the study: {error}") from None
+    except (ValueError, ImportError, optuna.exceptions.StorageInternalError, SQLAlchemyError) as error:
+        reason = (str(error).splitlines() or [type(error).__name__])[0]  # (SQLAlchemy adds a line of links)
+        raise UserError(f"storage={storage}: cannot open the study: {reason}") from None
+    os.makedirs(folder, exist_ok=True)  # (with storage= given, made once the study opened: a refusal makes none)
     retry_stale(study)
     finished_states = (TrialState.COMPLETE, TrialState.PRUNED)
     print(f"[tune] study {own['study']} ({storage}): {len(study.get_trials(states=finished_states))}/{own['trials']} "

@@ -96,7 +96,7 @@ def test_a_killed_sweep_resumes_with_the_interrupted_trial_retried(tmp_path):
 
 @pytest.mark.parametrize("args, fragment", [
     (["space=nosuch", "trials=2", "study=s"], "space=nosuch: no search space"),
-    (["space=cartpole_toy", "trials=0", "study=s"], "trials=0: at least 1"),
+    (["space=cartpole_toy", "trials=0", "study=s"], "trials=0 is outside its domain: an integer in [1, inf)"),
     (["space=cartpole_toy", "study=s"], "missing trials="),
     (["space=cartpole_toy", "trials=2", "study=s", "trial_cap_s=-5"], "trial_cap_s=-5"),
 ])

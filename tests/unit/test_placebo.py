@@ -84,4 +84,6 @@ def test_isaac_ppo_study_placebo_prints_an_arm_for_a_finished_run(tmp_path, caps
     assert study.main(base + ["arm=fixed", "seed=1"]) == 2
     assert "placebo needs arm=, one of the study's: adaptive" in capsys.readouterr().err
     assert study.main(base + ["arm=adaptive", "seed=x"]) == 2
+    assert "seed='x' is outside its domain: an integer" in capsys.readouterr().err
+    assert study.main(base + ["arm=adaptive"]) == 2
     assert "placebo needs seed=S" in capsys.readouterr().err

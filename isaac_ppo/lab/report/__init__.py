@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from isaac_ppo.errors import UserError
 from isaac_ppo.lab.archive import folder_name, is_pack
@@ -92,17 +92,26 @@ report.csv, runs.csv and figures.
 The flag forms --metric KEY, --out DIR, --reps N, --seed N are the same keys."""
 
 
+def own_keys() -> Dict[str, Any]:
+    """The report's own keys and their domains (lab/args.py checks them before anything is read or written)."""
+    from isaac_ppo.config.domains import integer
+    from isaac_ppo.lab import args
+
+    return {"metric": args.text("a key of metrics.jsonl rows, diagnostics.NAME or eval.NAME"), "out": args.folder(),
+            "reps": args.number(integer(1)), "seed": args.number(integer(0))}  # (seed: NumPy's, never negative)
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The report's folders and keys (lab/args.py: KEY=VALUE words, as every lab command); a mistake is a
     UserError naming the word."""
-    from isaac_ppo.lab.args import integer, parse
+    from isaac_ppo.lab.args import parse
 
-    words = parse(argv, ("metric", "out", "reps", "seed"), f"usage: {PROG} DIR [DIR ...] [metric=KEY] [out=DIR] "
-                  "[reps=N] [seed=N]", positional=True)
+    words = parse(argv, own_keys(), f"usage: {PROG} DIR [DIR ...] [metric=KEY] [out=DIR] [reps=N] [seed=N]",
+                  positional=True)
     if not words.positional:
         raise UserError(f"no run folder given: {PROG} DIR [DIR ...] (see --help)")
     return argparse.Namespace(dirs=words.positional, metric=words.own.get("metric"), out=words.own.get("out"),
-                              reps=integer(words, "reps", 2000, 1), seed=integer(words, "seed", 0, 0))
+                              reps=words.own.get("reps", 2000), seed=words.own.get("seed", 0))
 
 
 def run_report(args: argparse.Namespace, names: Optional[Dict[str, str]] = None) -> List[str]:
@@ -114,6 +123,8 @@ def run_report(args: argparse.Namespace, names: Optional[Dict[str, str]] = None)
     report = gather(args.dirs, args.metric, args.reps, args.seed, skip=[out])
     if names:
         name_groups(report.groups, names)
+    if args.out is None:  # the default out, checked as a given out= is (writable) before it is made
+        own_keys()["out"].value("out", out)
     print(console_text(report))
     os.makedirs(out, exist_ok=True)
     figures, notes = write_figures(report, out)
