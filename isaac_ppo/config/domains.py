@@ -91,11 +91,16 @@ def flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
     return found
 
 
+def outside(key: str, value: Any, describe: str) -> str:
+    """The one-line refusal of a value outside its domain (the config's keys and the lab commands' own)."""
+    return f"{key}={value!r} is outside its domain: {describe}"
+
+
 def check(values: Mapping[str, Any], domains: Mapping[str, Domain], prefix: str = "") -> None:
     """Raise UserError for the first declared key whose value is outside its domain."""
     for key, domain in domains.items():
         if key in values and not domain.admits(values[key]):
-            raise UserError(f"{prefix}{key}={values[key]!r} is outside its domain: {domain.describe()}")
+            raise UserError(outside(prefix + key, values[key], domain.describe()))
 
 
 def check_finite(values: Mapping[str, Any]) -> None:

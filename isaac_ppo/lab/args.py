@@ -20,7 +20,7 @@ import re
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from isaac_ppo.config.domains import Domain
+from isaac_ppo.config.domains import Domain, outside
 from isaac_ppo.config.domains import choice as _choice
 from isaac_ppo.errors import UserError
 
@@ -47,11 +47,6 @@ class Arg:
         if self.check is not None:
             self.check(key, value)
         return value
-
-
-def outside(key: str, value: Any, describe: str) -> str:
-    """The refusal, worded as config/domains.py's check words it for isaac-ppo-train's config."""
-    return f"{key}={value!r} is outside its domain: {describe}"
 
 
 def number(domain: Domain) -> Arg:
