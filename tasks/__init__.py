@@ -31,7 +31,8 @@ BASE_DOMAINS = {
     "env.clipActions": positive(), "env.clipObservations": positive(), "env.powerScale": positive(),
     "sim.dt": positive(), "sim.substeps": integer(1),
     "mujoco.timestep": positive(), "mujoco.substeps": integer(1),
-    "mujoco.integrator": choice(*INTEGRATORS, optional=True), "mujoco.nthread": integer(0),
+    "mujoco.integrator": choice(*INTEGRATORS, optional=True), "mujoco.contact_timeconst": positive(optional=True),
+    "mujoco.nthread": integer(0),
     "mujoco.max_abs_qvel": positive(), "mujoco.max_abs_reward": positive(),
     "mujoco.nconmax": integer(1), "mujoco.njmax": integer(1),
 }

@@ -81,6 +81,11 @@ class MujocoTask:
         self.model.opt.timestep = float(sim_cfg["timestep"])
         if sim_cfg.get("integrator"):  # (absent or null: the model file's)
             self.model.opt.integrator = integrator(sim_cfg["integrator"])
+        if sim_cfg.get("contact_timeconst"):
+            # every geom's contact time constant, declared: MuJoCo raises one below 2 x timestep to that (its
+            # refsafe rule), so without this a step of 1/60 s would simulate a softer floor than its finer
+            # replays do (issue 44: the gait check must refine the integration, not the floor)
+            self.model.geom_solref[:, 0] = float(sim_cfg["contact_timeconst"])
         self.configure_model(self.model)
         self.sim = make_sim(sim, self.model, self.num_envs, self.derived_fields, sim_cfg, self.device)
         self.sim_device = self.sim.device  # where the state lives and the task's torch functions run

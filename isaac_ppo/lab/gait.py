@@ -62,12 +62,13 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     model.eval()
     policy = mean_action(model)
     obs = env.reset()["obs"]
-    speeds, rewards, heights, ups, diverged = [], [], [], [], 0
+    speeds, forward, rewards, heights, ups, diverged = [], [], [], [], [], 0
     with torch.no_grad():
         for _ in range(steps):
             out, reward, _, extras = env.step(policy(obs))
             obs = out["obs"]
             speeds.append(obs[:, TORSO_VELOCITY].norm(dim=1))
+            forward.append(env.qvel[:, 0].float())  # the root's world x velocity: toward the target, 1 km ahead
             heights.append(obs[:, TORSO_HEIGHT])
             ups.append(obs[:, UP_PROJ])
             rewards.append(reward)
@@ -77,6 +78,9 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
             "torso_speed_p50_p90_p99": _quantiles(speed, 0.5, 0.9, 0.99),
             "torso_speed_max": round(float(speed.max()), 1),
             "reward_per_step_median": round(float(torch.stack(rewards).median()), 2), "diverged": diverged,
+            # what the progress reward pays for, averaged (a bounding gait's speeds are bimodal: its median jumps)
+            "forward_speed_mean": round(float(torch.stack(forward).mean()), 2),
+            "reward_per_step_mean": round(float(torch.stack(rewards).mean()), 2),
             # How it moves, beside how fast: a walker keeps its torso upright (up_proj ~1 at every step); a
             # policy that tumbles or bounds spends steps on its side or upside down (a low 5% quantile).
             "up_proj_p5_p50": _quantiles(torch.stack(ups).flatten(), 0.05, 0.5),

@@ -185,10 +185,10 @@ def test_bench_sim_prints_one_json_line_last():
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["task=Walker"], "unknown task 'Walker'; available tasks: Ant, Cartpole, Humanoid"),
-        (["task=Ant", "num_envs=0"], "num_envs must be a positive integer, got 0"),
-        (["task=Ant", "num_envs=many"], "num_envs='many' is not a valid int"),
-        (["task=Ant", "sim=bullet"], "unknown sim 'bullet'"),
+        (["task=Walker"], "task='Walker' is outside its domain: one of Ant, Cartpole, Humanoid"),
+        (["task=Ant", "num_envs=0"], "num_envs=0 is outside its domain: an integer in [1, inf)"),
+        (["task=Ant", "num_envs=many"], "num_envs='many' is outside its domain: an integer in [1, inf)"),
+        (["task=Ant", "sim=bullet"], "sim='bullet' is outside its domain: one of auto, mujoco, mjwarp, isaacgym"),
         (["task=Ant", "colour=red"], "unknown argument 'colour=red'"),
     ],
 )

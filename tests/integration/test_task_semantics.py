@@ -192,21 +192,43 @@ def test_reset_distributions():
 
 
 def test_ant_physics_leaves_no_speed_in_integration_error():
-    """Issue 21's acceptance check for the Ant port's physics (PROTOCOL amendment 6): the configuration that learned
-    to exploit the integration error twice (adaptive_256x256 seed 0: 43 m/s under Euler, 39 m/s under implicit),
-    trained under the port's RK4 for the study's whole budget, walks, and its speed holds when the physics steps
-    2x finer: integration error would shrink, a gait stays. Its implicit-trained exploit, replayed under RK4, is
-    no faster than that walker."""
+    """The gait check on the port's physics (issue 44; issue 21's PROTOCOL amendment 6): the configuration that
+    learned to exploit the integration error twice (paper_ant's adaptive_256x256 seed 0: 43 m/s under Euler, 39 m/s
+    under implicit), trained under the port's physics (RK4, one 1/60 s step a control step, the floor's time
+    constant declared) for the study's whole budget, keeps its forward speed when the physics steps 2x finer on the
+    same floor: integration error would shrink, a gait stays. The same check fails the implicit-trained exploit
+    under the physics it was trained on: its speed collapses at finer steps."""
     from isaac_ppo.lab.gait import check
 
-    rk4 = "tests/data/ant_policies/rk4_adaptive_256x256_seed_0.pt"
-    trained = check(rk4, envs=16, steps=300)["torso_speed_p50_p90_p99"][0]
-    finer = check(rk4, envs=16, steps=300, refine=2)["torso_speed_p50_p90_p99"][0]
-    exploit = check("tests/data/ant_policies/implicit_adaptive_256x256_seed_0.pt", envs=16,
-                    steps=300)
-    assert 5.0 < trained < 15.0  # a walking Ant (the exploits: 39-43 m/s)
-    assert abs(finer - trained) < 0.1 * trained  # (measured: 9.99 and 10.24 m/s over 64 envs x 1000 steps)
-    assert exploit["torso_speed_p50_p90_p99"][0] < trained and exploit["diverged"] == 0
+    chosen = "tests/data/ant_policies/rk4_60x1_adaptive_256x256_seed_0.pt"  # (the task's defaults are its physics)
+    trained = check(chosen, envs=16, steps=300)["forward_speed_mean"]
+    finer = check(chosen, envs=16, steps=300, refine=2)["forward_speed_mean"]
+    # (16 envs x 300 steps from rest, the Ant's first 5 s: 5.34 and 5.23 m/s; over 64 envs x 1000 steps 12.99,
+    # 12.31 and 12.71 at 4x)
+    assert 3.0 < trained < 20.0
+    assert abs(finer - trained) < 0.1 * trained
+
+    exploit = "tests/data/ant_policies/implicit_adaptive_256x256_seed_0.pt"
+    implicit = {"integrator": "implicit", "timestep": 1 / 120, "substeps": 2, "contact_timeconst": None}
+    exploited = check(exploit, envs=16, steps=300, physics=implicit)
+    refined = check(exploit, envs=16, steps=300, physics=implicit, refine=4)
+    assert exploited["forward_speed_mean"] > 2 * trained and exploited["diverged"] == 0
+    # the check fails it (measured: 13.47 m/s, 3.48 at 4x finer steps)
+    assert refined["forward_speed_mean"] < 0.5 * exploited["forward_speed_mean"]
+
+
+def test_the_contact_time_constant_is_a_task_key_that_every_geom_takes():
+    """task.mujoco.contact_timeconst declares the floor's softness (null: the model file's solref, 0.02 s), so a
+    replay at finer steps (the gait check) keeps the floor a coarse step had (MuJoCo raises a time constant below
+    2 x timestep to that: at 1/60 s, 0.0333 s)."""
+    model_files = make("Ant", 2, sim="mujoco", seed=0, mujoco={"contact_timeconst": None})
+    declared = make("Ant", 2, sim="mujoco", seed=0, mujoco={"contact_timeconst": 0.05})
+    assert set(model_files.model.geom_solref[:, 0].tolist()) == {0.02}
+    assert set(declared.model.geom_solref[:, 0].tolist()) == {0.05}
+    actions = torch.ones(2, declared.num_actions)
+    for _ in range(30):  # (a softer floor: the same actions from the same state end elsewhere)
+        first, second = model_files.step(actions)[0]["obs"], declared.step(actions)[0]["obs"]
+    assert not torch.allclose(first, second)
 
 
 def test_the_mujoco_integrator_is_a_task_key_and_a_wrong_name_is_one_line():
