@@ -4,8 +4,9 @@
 # Resumable: a seed whose run folder holds checkpoints/last.pt of the whole budget is not trained again.
 #
 #   bash benchmarks/physics_soundness.sh ant CANDIDATE SEED [SEED ...]   # paper_ant's adaptive_256x256 arm
-#   bash benchmarks/physics_soundness.sh humanoid SEED                    # profile=cpu, 12M env steps, its physics
-#   bash benchmarks/physics_soundness.sh measures                         # divergence rates, exploit replays
+#   bash benchmarks/physics_soundness.sh humanoid SEED                    # profile=cpu, 8M env steps, its physics
+#   bash benchmarks/physics_soundness.sh measures [CANDIDATE ...]         # divergence rates, exploit replays
+#   bash benchmarks/physics_soundness.sh gait CANDIDATE CHECKPOINT ...    # gait checks of trained policies
 #
 # Results append to benchmarks/logs/{ant,humanoid}-physics-*-<date>.jsonl; runs go to runs/physics/.
 set -euo pipefail
@@ -50,7 +51,7 @@ case $what in
       run=runs/physics/humanoid_cpu/seed_$seed
       if [ ! -f "$run/metrics.json" ]; then
         rm -rf "$run"
-        isaac-ppo-train task=Humanoid sim=mujoco profile=cpu diagnostics=off seed="$seed" max_env_steps=12000000 \
+        isaac-ppo-train task=Humanoid sim=mujoco profile=cpu diagnostics=off seed="$seed" max_env_steps=8000000 \
           save_interval_iterations=100000 hydra.run.dir="$run" > "/tmp/physics-humanoid-$seed.log" 2>&1
       fi
       for refine in 1 2 4; do
@@ -59,12 +60,19 @@ case $what in
       done
     done
     ;;
-  measures)
-    python benchmarks/physics_candidates.py diverge | tee -a "$logs/ant-physics-diverge-$day.jsonl"
-    python benchmarks/physics_candidates.py exploits --envs 16 --steps 300 | tee -a "$logs/ant-physics-exploits-$day.jsonl"
+  measures)  # (the candidates named, else all of physics_candidates.py's)
+    python benchmarks/physics_candidates.py diverge --envs 512 ${1:+--only "$@"} | tee -a "$logs/ant-physics-diverge-$day.jsonl"
+    python benchmarks/physics_candidates.py exploits --envs 16 --steps 300 ${1:+--only "$@"} \
+      | tee -a "$logs/ant-physics-exploits-$day.jsonl"
+    ;;
+  gait)  # CANDIDATE CHECKPOINT...: replay checkpoints trained elsewhere under a candidate at 1x, 2x, 4x
+    candidate=$1
+    shift
+    python benchmarks/physics_candidates.py gait "$candidate" "$@" --envs 64 --steps 1000 \
+      | tee -a "$logs/ant-physics-gait-$day.jsonl"
     ;;
   *)
-    echo "usage: $0 ant CANDIDATE SEED... | humanoid SEED... | measures" >&2
+    echo "usage: $0 ant CANDIDATE SEED... | humanoid SEED... | measures [CANDIDATE...] | gait CANDIDATE CHECKPOINT..." >&2
     exit 2
     ;;
 esac

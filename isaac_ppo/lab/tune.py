@@ -42,7 +42,8 @@ return_mean first reached the threshold: metrics.json's `solve_times` when the r
 cap * (1 + gap), gap = (threshold - best eval return) / |threshold| clipped to [0, 1]: every miss ranks behind
 every solve (all of which score <= cap), and among misses the one that came closer ranks better, so the sampler
 sees a slope instead of a plateau of equal failures. The pruner (MedianPruner) compares that same score at fixed
-ticks of training time (report_every_s), so trials are compared at equal wall clock, the quantity minimised.
+ticks of training time (report_every_s), so trials are compared at equal wall clock, the quantity minimised; a
+trial is judged from its first evaluation on (before it, there is nothing to judge it by).
 
 Optuna is driven directly, not through Hydra's Optuna sweeper: hydra-optuna-sweeper 1.3 pins optuna 2.10, whose
 SQLite storage fails under SQLAlchemy 2, and the sweeper cannot stop a trial early. The study lives in an Optuna
@@ -170,6 +171,11 @@ def run_trial(trial: Any, command: List[str], run_root: str, space: Dict[str, An
                 progress.read(runs[-1])
             while not stopped and (reported + 1) * tick_s <= progress.elapsed:
                 reported += 1
+                if progress.best is None:
+                    # no evaluation yet: nothing to judge the trial on. Scored as the whole gap, a trial that
+                    # evaluates every 500,000 env steps (~15 s in) was pruned at 20 s for not having evaluated
+                    # (issue 44's search pruned 8 of 30 so, the old profile among them)
+                    continue
                 trial.report(score(space["threshold"], cap_s, progress.solved and progress.solved[0], progress.best),
                              reported)
                 if progress.solved is None and trial.should_prune():

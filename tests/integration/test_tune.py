@@ -106,3 +106,45 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("isaac-ppo-tune: "), result.stderr
     assert not (tmp_path / "tune").exists()  # nothing is made before the input is checked
+
+
+def test_a_trial_is_judged_by_the_pruner_only_from_its_first_evaluation(tmp_path):
+    """Issue 44's search pruned trials at 20 s for not having evaluated yet (an evaluation every 500,000 env steps
+    comes ~15 s in): a trial is reported to the pruner from its first evaluation on. A stand-in for isaac-ppo-train
+    writes two rows a second apart (10 s of training without an evaluation, then 20 s with one); a pruner that
+    would prune at once is asked only about the ticks after the evaluation."""
+    import optuna
+
+    from isaac_ppo.lab.tune import run_trial
+
+    class Trial:
+        number = 0
+        reports, asked = [], []
+
+        def report(self, value, step):
+            self.reports.append(step)
+
+        def should_prune(self):
+            self.asked.append(self.reports[-1])
+            return True
+
+        def set_user_attr(self, key, value):
+            pass
+
+    folder = tmp_path / "trials" / "trial_0" / "run"
+    writer = (
+        "import json, sys, time\n"
+        f"path = {str(folder / 'metrics.jsonl')!r}\n"
+        "rows = [{'wall_s': 10.0, 'env_steps': 1}, {'wall_s': 20.0, 'env_steps': 2, 'eval': {'return_mean': 5.0, "
+        "'wall_s': 20.0, 'seconds': 0.0, 'env_steps': 2}}]\n"
+        "for row in rows:\n"
+        "    with open(path, 'a') as f:\n"
+        "        f.write(json.dumps(row) + '\\n')\n"
+        "    time.sleep(1.0)\n"
+    )
+    folder.mkdir(parents=True)
+    space = {"threshold": 3000.0, "report_every_s": 5.0}
+    with pytest.raises(optuna.TrialPruned):
+        run_trial(Trial(), [sys.executable, "-c", writer], str(tmp_path / "trials"), space, cap_s=120.0)
+    assert Trial.reports and min(Trial.reports) >= 3  # ticks 1 and 2 (5 s, 10 s) came before any evaluation
+    assert Trial.asked == [min(Trial.reports)]
