@@ -117,6 +117,8 @@ def check_task_parameters(task: Dict[str, Any]) -> None:
     thresholds = task.get("solve_thresholds", [])
     if not isinstance(thresholds, list) or not all(isinstance(t, (int, float)) for t in thresholds):
         raise UserError(f"task.solve_thresholds={thresholds!r} must be a list of evaluation returns")
+    if not isinstance(task.get("name"), str):  # (a task config of one's own can put anything there)
+        raise UserError(f"task.name={task.get('name')!r} must be the task's name (task=NAME picks one)")
     declared = task_domains(task["name"])
     if declared is not None:
         domains.check(domains.flat(task), declared, prefix="task.")
