@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -46,15 +45,9 @@ EXPLOITS = [os.path.join(HERE, "..", "tests", "data", "ant_policies", name)
 
 
 def machine() -> Dict[str, Any]:
-    flags = ""
-    if os.path.exists("/proc/cpuinfo"):
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                flags = line
-                break
-    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "avx512": " avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
-            "date": time.strftime("%Y-%m-%d %H:%M")}
+    from isaac_ppo.lab.report.clock import machine as what_ran
+
+    return {**what_ran(), "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
 def overrides(candidate: str) -> List[str]:
@@ -62,29 +55,13 @@ def overrides(candidate: str) -> List[str]:
 
 
 def sim_rate(task: str, candidate: str, envs: int = 512, steps: int = 300) -> Dict[str, Any]:
-    """Env steps/s through the contract and of the bare mujoco.batch (same states, same actions), collection's
-    threads (1 torch thread, one MuJoCo thread per CPU)."""
-    import torch
+    """Env steps/s through the contract and of the bare mujoco.batch (isaac-ppo-bench sim's measurement: the same
+    states and random actions, interleaved blocks, collection's threads)."""
+    from isaac_ppo.lab.bench_sim import SIM_DEFAULTS, bench_sim
 
-    from isaac_ppo.envs import make
-    from isaac_ppo.lab.bench_sim import RawBatch
-
-    torch.set_num_threads(1)
-    env = make(task, envs, sim="mujoco", seed=0, mujoco=dict(CANDIDATES[candidate]))
-    generator = torch.Generator().manual_seed(0)
-    actions = [torch.rand(envs, env.num_actions, generator=generator) * 2 - 1 for _ in range(16)]
-    raw = RawBatch(env)
-    env.reset()
-    for i in range(10):
-        env.step(actions[i % 16])
-    env_s = raw_s = 0.0
-    for start in range(0, steps, 10):
-        t0 = time.perf_counter()
-        for i in range(start, start + 10):
-            env.step(actions[i % 16])
-        env_s += time.perf_counter() - t0
-        raw_s += raw.run([actions[i % 16] for i in range(start, start + 10)])
-    return {"env_steps_per_s": round(envs * steps / env_s), "raw_steps_per_s": round(envs * steps / raw_s)}
+    result = bench_sim({**SIM_DEFAULTS, "task": task, "num_envs": envs, "steps": steps, "sim": "mujoco",
+                        "mujoco": dict(CANDIDATES[candidate])})
+    return {key: result[key] for key in ("env_steps_per_s", "raw_steps_per_s")}
 
 
 def train_iteration(candidate: str, size: List[str], iterations: int) -> Dict[str, Any]:

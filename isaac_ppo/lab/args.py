@@ -20,7 +20,9 @@ import re
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
+from isaac_ppo.config.checks import check_writable
 from isaac_ppo.config.domains import Domain, outside
+from isaac_ppo.config.files import cfg_dir
 from isaac_ppo.config.domains import choice as _choice
 from isaac_ppo.errors import UserError
 
@@ -82,9 +84,7 @@ def name(describe: str = "a name: letters, digits, '_', '.', '-' (it names a fol
 def task() -> Arg:
     """A task with a config in cfg/task/ (what isaac-ppo-train's task= and make() take), listed without importing
     the tasks (torch)."""
-    import isaac_ppo.cfg
-
-    folder = os.path.join(os.path.dirname(os.path.abspath(isaac_ppo.cfg.__file__)), "task")
+    folder = cfg_dir("task")
     return one_of(*sorted(file[:-len(".yaml")] for file in os.listdir(folder) if file.endswith(".yaml")))
 
 
@@ -109,7 +109,7 @@ def folder(writes: bool = True) -> Arg:
     be writable, checked before anything is made, so a refusal leaves no folder half made."""
     if not writes:
         return text("a folder path")
-    return dataclasses.replace(text("a folder path you can write"), check=_writable_folder)
+    return dataclasses.replace(text("a folder path you can write"), check=check_writable)
 
 
 def out_file() -> Arg:
@@ -204,15 +204,7 @@ def _items(text: str, read: Callable[[str], Any]) -> List[Any]:
     return [read(item) for item in items]
 
 
-def _writable_folder(key: str, path: str) -> None:
-    from isaac_ppo.config.checks import check_writable
-
-    check_writable(key, path)
-
-
 def _writable_file(key: str, path: str) -> None:
-    from isaac_ppo.config.checks import check_writable
-
     check_writable(key, os.path.dirname(os.path.abspath(path)))
 
 

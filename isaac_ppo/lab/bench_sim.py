@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List
 
+from isaac_ppo.config.checks import RUN_DOMAINS
 from isaac_ppo.config.domains import integer
 from isaac_ppo.lab import args as lab_args
 
@@ -26,7 +27,7 @@ SIM_DEFAULTS: Dict[str, Any] = {
 # mujoco.nthread
 SIM_KEYS: Dict[str, lab_args.Arg] = {
     "task": lab_args.task(), "num_envs": lab_args.number(integer(1)), "steps": lab_args.number(integer(1)),
-    "sim": lab_args.one_of("auto", "mujoco", "mjwarp", "isaacgym"),
+    "sim": lab_args.one_of(*RUN_DOMAINS["sim"].choices),
     "seed": lab_args.number(integer(0, 10**18)),  # torch.Generator's seed (at most 2**63 - 1)
     "device": lab_args.text("cpu, cuda or cuda:N", r"cpu|cuda(:[0-9]+)?"),
     "nthread": lab_args.number(integer(0)),  # (the task's mujoco.nthread: 0, one per CPU)
@@ -42,7 +43,10 @@ def bench_sim(args: Dict[str, Any]) -> Dict[str, Any]:
     from isaac_ppo.envs.make import resolve_sim
 
     torch.set_num_threads(args["torch_threads"])
-    overrides = {} if args["nthread"] is None else {"mujoco": {"nthread": args["nthread"]}}
+    mujoco = dict(args.get("mujoco") or {})  # (task.mujoco overrides: a script's, e.g. another physics)
+    if args["nthread"] is not None:
+        mujoco["nthread"] = args["nthread"]
+    overrides = {"mujoco": mujoco} if mujoco else {}
     backend = resolve_sim(args["sim"], args["device"])
     env = make(args["task"], args["num_envs"], sim=backend, seed=args["seed"], device=args["device"], **overrides)
     n, steps, block = env.num_envs, args["steps"], args["block"]
