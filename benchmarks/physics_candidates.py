@@ -34,6 +34,9 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # the same at 1x (MuJoCo's refsafe raises the floor's 0.02 s time constant to 2 x 1/60 s), but declared, so
     # that the gait check's finer replays keep that floor instead of going back to 0.02 s
     "rk4_60x1_tc30": {"integrator": "rk4", "timestep": 1 / 60, "substeps": 1, "contact_timeconst": 1 / 30},
+    # the 1/60 s step with the 0.02 s floor of the finer steps: MuJoCo's refsafe rule off (task.mujoco.refsafe)
+    "rk4_60x1_norefsafe": {"integrator": "rk4", "timestep": 1 / 60, "substeps": 1, "contact_timeconst": 0.02,
+                           "refsafe": False},
     "implicit_240x4": {"integrator": "implicit", "timestep": 1 / 240, "substeps": 4},
     "euler_240x4": {"integrator": "euler", "timestep": 1 / 240, "substeps": 4},
     "implicitfast_120x2": {"integrator": "implicitfast", "timestep": 1 / 120, "substeps": 2},

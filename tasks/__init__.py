@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Dict
 
-from isaac_ppo.config.domains import Domain, choice, integer, positive
+from isaac_ppo.config.domains import Domain, boolean, choice, integer, positive
 
 TASKS = {
     "Cartpole": "isaac_ppo.tasks.classic.cartpole:Cartpole",
@@ -32,6 +32,7 @@ BASE_DOMAINS = {
     "sim.dt": positive(), "sim.substeps": integer(1),
     "mujoco.timestep": positive(), "mujoco.substeps": integer(1),
     "mujoco.integrator": choice(*INTEGRATORS, optional=True), "mujoco.contact_timeconst": positive(optional=True),
+    "mujoco.refsafe": boolean(optional=True),
     "mujoco.nthread": integer(0),
     "mujoco.max_abs_qvel": positive(), "mujoco.max_abs_reward": positive(),
     "mujoco.nconmax": integer(1), "mujoco.njmax": integer(1),

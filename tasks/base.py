@@ -64,13 +64,13 @@ class MujocoTask:
         env = cfg["env"]
         self.num_envs = check_num_envs(num_envs)
         self.device = torch.device(device)
-        self.max_episode_length = int(env["episodeLength"])
         self.clip_actions = float(env.get("clipActions", 1.0))
         self.clip_obs = float(env.get("clipObservations", math.inf))
         self.power_scale = float(env.get("powerScale", 1.0))
         # compute_reward's decomposition of the step's reward (term -> per-env tensor; the terms sum to it)
         self.reward_terms: Dict[str, torch.Tensor] = {}
         self.dt = float(cfg["sim"]["dt"])  # the control step, as the task's rewards use it
+        self.max_episode_length = self.episode_length_steps()
         sim_cfg = cfg["mujoco"]
         self.substeps = int(sim_cfg["substeps"])
         # bounds past which a simulation has diverged though MuJoCo has not flagged it yet (a huge finite state)
@@ -86,6 +86,10 @@ class MujocoTask:
             # refsafe rule), so without this a step of 1/60 s would simulate a softer floor than its finer
             # replays do (issue 44: the gait check must refine the integration, not the floor)
             self.model.geom_solref[:, 0] = float(sim_cfg["contact_timeconst"])
+        if sim_cfg.get("refsafe") is False:
+            # MuJoCo's refsafe rule off: a contact time constant below 2 x timestep is taken as declared (issue 44:
+            # a 1/60 s step then keeps the 0.02 s floor of the finer steps; whether that stays stable is measured)
+            self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_REFSAFE)
         self.configure_model(self.model)
         self.sim = make_sim(sim, self.model, self.num_envs, self.derived_fields, sim_cfg, self.device)
         self.sim_device = self.sim.device  # where the state lives and the task's torch functions run
@@ -104,6 +108,16 @@ class MujocoTask:
 
     # ----------------------------------------------------------------------------------------------
     # what a task supplies
+
+    def episode_length_steps(self) -> int:
+        """Control steps an episode lasts before its time-out (IsaacGymEnvs' env.episodeLength; a task that gives
+        its episodes in seconds converts them)."""
+        return int(self.cfg["env"]["episodeLength"])
+
+    def set_controls(self, actions: torch.Tensor, n: int) -> None:
+        """Write the controls of the first n envs from their clipped actions: motor torques, actions x powerScale
+        (IsaacGymEnvs' locomotion and classic tasks); a task with other actuators says what an action means."""
+        self.ctrl[:n] = actions * self.power_scale
 
     def configure_model(self, model: Any) -> None:
         """Apply config values that live in the model (e.g. a motor gear) before the simulator copies it."""
@@ -143,7 +157,7 @@ class MujocoTask:
         actions = check_actions(actions, n, self.num_actions).to(self.sim_device, torch.float32)
         actions = actions.clamp(-self.clip_actions, self.clip_actions)
         self.last_actions[:n] = actions
-        self.ctrl[:n] = actions * self.power_scale
+        self.set_controls(actions, n)
         self.sim.step(n, self.substeps)
         self.progress[:n] += 1
 

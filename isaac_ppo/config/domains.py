@@ -16,7 +16,7 @@ from isaac_ppo.errors import UserError
 
 @dataclasses.dataclass(frozen=True)
 class Domain:
-    kind: str  # "real", "int", "choice" or "pair" (a [min, max] list of two reals, min <= max)
+    kind: str  # "real", "int", "bool", "choice" or "pair" (a [min, max] list of two reals, min <= max)
     low: Optional[float] = None
     high: Optional[float] = None
     low_open: bool = False  # (low, ...: the bound itself is outside
@@ -25,7 +25,9 @@ class Domain:
     optional: bool = False  # null is allowed (the code then takes its default)
 
     def describe(self) -> str:
-        if self.kind == "choice":
+        if self.kind == "bool":
+            text = "true or false"
+        elif self.kind == "choice":
             text = "one of " + ", ".join(str(c) for c in self.choices)
         else:
             low = "-inf" if self.low is None else f"{self.low:g}"
@@ -39,6 +41,8 @@ class Domain:
     def admits(self, value: Any) -> bool:
         if value is None:
             return self.optional
+        if self.kind == "bool":
+            return isinstance(value, bool)  # (not 0 or 1: a number where a switch is meant is a typo)
         if self.kind == "choice":
             return value in self.choices
         if self.kind == "pair":
@@ -75,6 +79,10 @@ def integer(low: Optional[int] = None, high: Optional[int] = None, optional: boo
 def pair(low: Optional[float] = None, high: Optional[float] = None, optional: bool = False) -> Domain:
     """[min, max] with min <= max, both in [low, high]: a command range, a randomisation interval."""
     return Domain("pair", low, high, optional=optional)
+
+
+def boolean(optional: bool = False) -> Domain:
+    return Domain("bool", optional=optional)
 
 
 def choice(*choices: Any, optional: bool = False) -> Domain:

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from isaac_ppo.config import load
 from isaac_ppo.config.checks import RUN_DOMAINS
 from isaac_ppo.config.compose import compose_config
-from isaac_ppo.config.domains import flat, pair, real
+from isaac_ppo.config.domains import boolean, flat, pair, real
 from isaac_ppo.errors import UserError
 from isaac_ppo.tasks import TASKS, parameter_domains
 
@@ -125,3 +125,7 @@ def test_a_domain_describes_its_bounds():
     assert speeds.admits([-1.0, 1.0]) and speeds.admits([0.5, 0.5])
     for outside in ([1.0, -1.0], [-6.0, 1.0], [0.0], [0.0, float("nan")], 1.0, ["a", "b"]):
         assert not speeds.admits(outside), outside
+    switch = boolean()  # (task.mujoco.refsafe: a number where a switch is meant is refused, not read as one)
+    assert switch.describe() == "true or false" and switch.admits(False) and switch.admits(True)
+    for outside in (0, 1, "false", None):
+        assert not switch.admits(outside), outside

@@ -231,6 +231,24 @@ def test_the_contact_time_constant_is_a_task_key_that_every_geom_takes():
     assert not torch.allclose(first, second)
 
 
+def test_refsafe_off_keeps_a_contact_time_constant_below_two_steps():
+    """task.mujoco.refsafe=false turns off MuJoCo's rule that raises a contact time constant below 2 x timestep to
+    that: on, 0.02 s at a 1/60 s step simulates the floor of 1/30 s exactly; off, another floor (issue 44)."""
+    import mujoco
+
+    step = {"integrator": "rk4", "timestep": 1 / 60, "substeps": 1}
+    raised = make("Ant", 2, sim="mujoco", seed=0, mujoco={**step, "contact_timeconst": 0.02, "refsafe": True})
+    declared = make("Ant", 2, sim="mujoco", seed=0, mujoco={**step, "contact_timeconst": 1 / 30, "refsafe": True})
+    kept = make("Ant", 2, sim="mujoco", seed=0, mujoco={**step, "contact_timeconst": 0.02, "refsafe": False})
+    assert kept.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_REFSAFE
+    assert not raised.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_REFSAFE
+    actions = torch.ones(2, kept.num_actions)
+    for _ in range(30):
+        a, b, c = (env.step(actions)[0]["obs"] for env in (raised, declared, kept))
+    assert torch.equal(a, b)
+    assert not torch.allclose(a, c)
+
+
 def test_the_mujoco_integrator_is_a_task_key_and_a_wrong_name_is_one_line():
     """task.mujoco.integrator steps the port with another of MuJoCo's integrators (null: the model file's)."""
     import mujoco
