@@ -70,7 +70,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
-    for task in ("Cartpole", "Ant", "Humanoid"):
+    for task in ("Cartpole", "Ant", "Humanoid", "Anymal"):
         for actions in ("random", "bang-bang"):
             print(json.dumps(measure(task, args.envs, args.steps, actions)), flush=True)
         if task in checkpoints:

@@ -15,6 +15,7 @@ TASKS = {
     "Cartpole": "isaac_ppo.tasks.classic.cartpole:Cartpole",
     "Ant": "isaac_ppo.tasks.locomotion.ant:Ant",
     "Humanoid": "isaac_ppo.tasks.locomotion.humanoid:Humanoid",
+    "Anymal": "isaac_ppo.tasks.legged.anymal:Anymal",
 }
 
 

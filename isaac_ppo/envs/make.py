@@ -32,7 +32,8 @@ def load_task_config(task: str, overrides: Optional[Dict[str, Any]] = None) -> D
     """The task's config node, with overrides merged in.
 
     An override key names a top-level node (``env``, ``sim``, ``mujoco``; the value is merged into it) or
-    a key of ``env`` (``episodeLength=200``), as IsaacGymEnvs users write ``task.env.episodeLength=200``.
+    a key of ``env`` (``episodeLength=200``, or a node of env such as ``learn={"episodeLength_s": 20}``, merged
+    into it), as IsaacGymEnvs users write ``task.env.episodeLength=200``.
     """
     tasks = available_tasks()
     if task not in tasks:
@@ -42,16 +43,17 @@ def load_task_config(task: str, overrides: Optional[Dict[str, Any]] = None) -> D
 
 def apply_overrides(cfg: DictConfig, overrides: Optional[Dict[str, Any]], task: str) -> DictConfig:
     for key, value in (overrides or {}).items():
-        if key in cfg and isinstance(cfg[key], DictConfig):
+        node = cfg if key in cfg and isinstance(cfg[key], DictConfig) else cfg.env
+        if key in node and isinstance(node[key], DictConfig):
             if not isinstance(value, dict):
                 raise UserError(f"task override {key!r} must be a mapping of its keys, got {value!r}")
-            unknown = sorted(set(value) - set(cfg[key]))
+            unknown = sorted(set(value) - set(node[key]))
             if unknown:
                 raise UserError(
                     f"unknown key(s) {', '.join(unknown)} in task override {key!r}; "
-                    f"known: {', '.join(sorted(cfg[key]))}"
+                    f"known: {', '.join(sorted(node[key]))}"
                 )
-            cfg[key] = OmegaConf.merge(cfg[key], value)
+            node[key] = OmegaConf.merge(node[key], value)
         elif key in cfg.env:
             cfg.env[key] = value
         else:

@@ -3,7 +3,7 @@ MuJoCo Warp (sim=mjwarp, on its CPU device here). What a step returns, when flag
 the active subset, determinism, reward terms, divergence, and exact resume: the same assertions on both.
 
 sim=mjwarp runs on Cartpole in the default suite (its kernels compile once per model, ~1-2 minutes on an empty
-cache: tests/conftest.py); on Ant and Humanoid with --mjwarp-all-models. The mjwarp cases share one xdist
+cache: tests/conftest.py); on Ant, Humanoid and Anymal with --mjwarp-all-models. The mjwarp cases share one xdist
 worker (xdist_group), so the suite compiles them once. `--mjwarp-device=cuda` (tests/conftest.py) puts the mjwarp
 envs on a GPU instead.
 """
@@ -33,17 +33,24 @@ def case(sim: str, task: str):
     return pytest.param(sim, task, marks=marks, id=f"{sim}-{task}")
 
 
-CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in ("Cartpole", "Ant", "Humanoid")]
-SHAPES = {"Cartpole": (4, 1, 500), "Ant": (60, 8, 1000), "Humanoid": (108, 21, 1000)}
+CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in ("Cartpole", "Ant", "Humanoid", "Anymal")]
+SHAPES = {"Cartpole": (4, 1, 500), "Ant": (60, 8, 1000), "Humanoid": (108, 21, 1000), "Anymal": (48, 12, 2500)}
 # the reward's terms each task reports (extras["reward_terms"]), as IsaacGymEnvs' reward functions add them up
 TERMS = {
     "Cartpole": ["alive", "pole_angle", "cart_velocity", "pole_velocity", "death"],
     "Ant": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
     "Humanoid": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
+    "Anymal": ["lin_vel_xy", "ang_vel_z", "torque", "clip"],  # (no death cost: a fall just ends the episode)
 }
+CONTROL_STEP = {"Anymal": 0.02}  # the tasks whose episodes are given in seconds (env.learn.episodeLength_s)
 
 
-def build(sim: str, task: str, num_envs: int, **kwargs):
+def build(sim: str, task: str, num_envs: int, episodeLength=None, **kwargs):
+    if episodeLength is not None:  # (in the task's own key)
+        if task in CONTROL_STEP:
+            kwargs["learn"] = {"episodeLength_s": episodeLength * CONTROL_STEP[task]}
+        else:
+            kwargs["episodeLength"] = episodeLength
     if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
         require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
     return make(task, num_envs, sim=sim, device=MJWARP_DEVICE if sim == "mjwarp" else "cpu", **kwargs)
@@ -54,6 +61,9 @@ def knock_down(env, task: str, ids) -> None:
     if task == "Cartpole":
         env.qpos[ids, 0] = 2.99  # the cart at the edge ...
         env.qvel[ids, 0] = 5.0  # ... and leaving
+    elif task == "Anymal":  # upside down, the top of the base (its lidar cage) 3.5 mm in the floor: a base contact
+        env.qpos[ids, 2] = 0.26
+        env.qpos[ids, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=env.qpos.dtype, device=env.qpos.device)
     else:  # the torso below the termination height (Ant 0.31 m, Humanoid 0.8 m), as in a fall
         env.qpos[ids, 2] = 0.2 if task == "Ant" else 0.5
 
@@ -109,7 +119,8 @@ def test_a_terminal_state_ends_the_episode_not_as_a_time_out(sim, task):
     assert resets.tolist() == [False, True, False]
     assert not extras["time_outs"].any() and extras["diverged"] == 0
     terms = extras["reward_terms"]
-    assert rew[1].item() == pytest.approx(terms["death"][1].item()) and terms["death"][1].item() != 0
+    if "death" in terms:  # (a task with a death cost: the terminal step's whole reward)
+        assert rew[1].item() == pytest.approx(terms["death"][1].item()) and terms["death"][1].item() != 0
     assert env.progress[1].item() == 0  # reset already
 
 
@@ -162,9 +173,11 @@ def test_reward_terms_add_up_to_the_reward_and_to_each_episode_return(sim, task)
         terms = extras["reward_terms"]
         total = torch.stack(list(terms.values())).sum(dim=0)
         torch.testing.assert_close(total, rew, rtol=1e-5, atol=1e-5)
-        dead = terms["death"] != 0
-        deaths += int(dead.sum())
-        assert bool(resets[dead].all())  # a death term only on a terminal step, where it is the whole reward
+        ended = resets & ~extras["time_outs"]
+        if "death" in terms:
+            dead = terms["death"] != 0
+            assert bool(resets[dead].all())  # a death term only on a terminal step, where it is the whole reward
+        deaths += int(ended.sum())
         tracker.update(rew, resets, extras["diverged_envs"], terms)
     assert deaths > 0
     stats = tracker.statistics()

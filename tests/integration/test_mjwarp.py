@@ -1,6 +1,6 @@
 """sim=mjwarp: MuJoCo Warp against mujoco.batch from the same state and controls, what only MuJoCo Warp needs
 (overflowed buffers, the choice sim=auto makes), and a run that learns on it. On Warp's CPU device; Cartpole in
-the default suite, Ant and Humanoid with --mjwarp-all-models (tests/conftest.py); with --mjwarp-device=cuda the
+the default suite, Ant, Humanoid and Anymal with --mjwarp-all-models (tests/conftest.py); with --mjwarp-device=cuda the
 equivalence tests put MuJoCo Warp on a GPU, and compare it with Warp's CPU device too. The contract itself, on both
 backends, is tests/integration/test_backend_contract.py."""
 from __future__ import annotations
@@ -54,7 +54,7 @@ def same_start(task: str, num_envs: int = 6, seed: int = 4, reference: str = "mu
 
 
 @pytest.mark.parametrize("reference", ["mujoco", "mjwarp"])
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid"))
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal"))
 def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
     """1 and 10 physics steps from the same state with the same controls (MuJoCo Warp is float32, mujoco.batch
     float64; contacts and limits switch discontinuously, so longer horizons separate worlds by design). Against
@@ -71,7 +71,7 @@ def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
         torch.testing.assert_close(warp.qvel.double().cpu(), batch.qvel.double(), rtol=0, atol=qvel_tol)
 
 
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid"))
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal"))
 def test_task_observations_and_rewards_from_the_same_state_match(task):
     """The task's semantics (one definition, tasks/) read each simulator's state and derived fields (the foot
     force sensors, the actuator forces) to the same observations and rewards, within float32."""
@@ -109,6 +109,25 @@ def test_a_contact_buffer_too_small_for_the_ant_is_caught_not_trained_on():
         diverged += extras["diverged"]
         assert torch.isfinite(rew).all()
     assert diverged > 0
+
+
+@pytest.mark.mjwarp_models
+def test_the_anymal_stands_on_both_backends_and_its_contact_sensors_carry_its_weight():
+    """Zero actions for 2 s from reset: on mujoco.batch and on MuJoCo Warp the robot stands (no episode ends, the
+    base level), and the contact sensors on the shanks (feet) carry its weight, 52.13 kg x 9.81 m/s^2, on both: the
+    sensors that end an episode read the same forces on either simulator."""
+    weight = 52.13485 * 9.81
+    for sim, device in (("mujoco", "cpu"), ("mjwarp", DEVICE)):
+        env = make("Anymal", 8, sim=sim, seed=6, device=device)
+        env.reset()
+        for _ in range(100):
+            obs, _, resets, extras = env.step(torch.zeros(8, 12))
+            assert not resets.any() and extras["diverged"] == 0, sim
+        everyone = slice(0, 8)
+        feet = env.contact_forces(everyone, ("LF_SHANK", "LH_SHANK", "RF_SHANK", "RH_SHANK")).cpu()
+        others = env.contact_forces(everyone, ("base", "LF_THIGH", "LH_THIGH", "RF_THIGH", "RH_THIGH")).cpu()
+        torch.testing.assert_close(feet[:, :, 2].sum(dim=1), torch.full((8,), weight), rtol=0.02, atol=0.0)
+        assert others.abs().max() == 0.0 and obs["obs"][:, 8].max() < -0.99, sim
 
 
 def test_sim_auto_takes_mujoco_warp_only_for_a_cuda_device():
