@@ -28,6 +28,15 @@ SMALL = ["num_envs=64", "agent.minibatch_size=256", "max_iterations=1", "sim=muj
     ("task=Cartpole task.env.maxEffort=-5", "task.env.maxEffort=-5 is outside its domain: a number in (0, inf)"),
     ("task=Cartpole task.env.episodeLength=0", "task.env.episodeLength=0 is outside its domain: an integer in [1, inf)"),
     ("task=Cartpole agent.learning_rate=nan", "agent.learning_rate=nan: a config value must be a finite number"),
+    # issue 45's bad input for Anymal: a stiffness that pushes away from the target, an episode of no time, a
+    # command range upside down
+    ("task=Anymal task.env.control.stiffness=-85",
+     "task.env.control.stiffness=-85 is outside its domain: a number in (0, inf)"),
+    ("task=Anymal task.env.learn.episodeLength_s=0",
+     "task.env.learn.episodeLength_s=0 is outside its domain: a number in (0, inf)"),
+    ("task=Anymal task.env.randomCommandVelocityRanges.linear_x=[2.0,-2.0]",
+     "task.env.randomCommandVelocityRanges.linear_x=[2.0, -2.0] is outside its domain: a pair [min, max], min <= max, "
+     "of numbers in [-5, 5]"),
 ])
 def test_the_reported_cases_are_one_line_before_anything_is_made(tmp_path, override, message):
     with pytest.raises(UserError) as caught:
@@ -45,6 +54,17 @@ def test_a_run_folder_that_cannot_be_made_is_one_line_and_exit_2(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "isaac-ppo-train: hydra.run.dir=/proc/isaac-ppo-test/run cannot be written (/proc is not writable for this "
         "user): point hydra.run.dir= at a folder you can write"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_bad_anymal_value_is_one_line_and_exit_2_before_any_folder(tmp_path):
+    """The CLI, as a user types it (issue 45's acceptance): a negative stiffness is one line, exit 2, no run folder."""
+    done = subprocess.run([sys.executable, "-m", "isaac_ppo.train", "task=Anymal", *SMALL,
+                           "task.env.control.stiffness=-85", f"runs_dir={tmp_path / 'runs'}"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "isaac-ppo-train: task.env.control.stiffness=-85 is outside its domain: a number in (0, inf)"]
     assert os.listdir(tmp_path) == []
 
 

@@ -262,6 +262,30 @@ sim:
 task:
   randomize: false
 """
+# IsaacGymEnvs' Anymal.yaml in miniature: its nested keys (control, learn, command ranges) as there
+FAKE_ANYMAL_TASK = """
+name: Anymal
+env:
+  numEnvs: ${resolve_default:4096,${...num_envs}}
+  clipObservations: 5.0
+  randomCommandVelocityRanges:
+    linear_x: [-2., 2.]
+    linear_y: [-1., 1.]
+    yaw: [-1., 1.]
+  control:
+    stiffness: 85.0
+    damping: 2.0
+    actionScale: 0.5
+    controlFrequencyInv: 1
+  learn:
+    torqueRewardScale: -0.000025
+    episodeLength_s: 50
+sim:
+  dt: 0.02
+  substeps: 2
+task:
+  randomize: False
+"""
 FAKE_INIT = """
 from omegaconf import OmegaConf
 
@@ -292,6 +316,7 @@ def _install_fake_isaacgym(monkeypatch, tmp_path, with_envs=True):
     (package / "cfg" / "config.yaml").write_text(FAKE_CONFIG)
     for name in ("Ant", "Humanoid"):
         (package / "cfg" / "task" / f"{name}.yaml").write_text(FAKE_TASK.format(name=name))
+    (package / "cfg" / "task" / "Anymal.yaml").write_text(FAKE_ANYMAL_TASK)
     spec = importlib.util.spec_from_file_location("isaacgymenvs", str(package / "__init__.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -391,6 +416,29 @@ def test_every_changed_task_value_and_device_key_reaches_isaacgymenvs(monkeypatc
     ours.env.madeUp = 1
     with pytest.raises(UserError, match=r"IsaacGymEnvs' config for Ant refused .*task.env.madeUp=1"):
         make("Ant", 16, sim="isaacgym", task_cfg=ours)
+
+
+def test_sim_isaacgym_task_anymal_is_isaacgymenvs_anymal_with_the_same_overrides(monkeypatch, tmp_path):
+    """task=Anymal on sim=isaacgym: IsaacGymEnvs' own Anymal, built from its own Anymal.yaml, with every value the
+    user changed in our task config (IsaacGymEnvs' nested key names: env.control.*, env.learn.*, command ranges)
+    forwarded onto it; the MuJoCo port's own keys (mujoco.*) stay here."""
+    from isaac_ppo.envs.make import load_task_config
+
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
+    ours = load_task_config("Anymal")
+    ours.env.control.stiffness = 60.0
+    ours.env.learn.episodeLength_s = 20
+    ours.env.randomCommandVelocityRanges.linear_x = [0.0, 1.5]
+    ours.mujoco.timestep = 0.0025  # the port's own: not IsaacGymEnvs'
+    make("Anymal", 32, sim="isaacgym", seed=2, device="cuda:0", task_cfg=ours)
+    kwargs, task = calls[-1], _task(calls)
+    assert kwargs["task"] == "Anymal" and kwargs["num_envs"] == 32 and kwargs["seed"] == 2
+    assert task["env"]["numEnvs"] == 32
+    assert task["env"]["control"] == {"stiffness": 60.0, "damping": 2.0, "actionScale": 0.5, "controlFrequencyInv": 1}
+    assert task["env"]["learn"] == {"torqueRewardScale": -0.000025, "episodeLength_s": 20}
+    assert task["env"]["randomCommandVelocityRanges"]["linear_x"] == [0.0, 1.5]
+    assert task["env"]["randomCommandVelocityRanges"]["yaw"] == [-1.0, 1.0]  # (unchanged: IsaacGymEnvs' own)
+    assert task["sim"] == {"dt": 0.02, "substeps": 2} and "mujoco" not in task
 
 
 def test_make_env_with_fake_modules(monkeypatch, tmp_path):
