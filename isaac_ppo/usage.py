@@ -13,7 +13,7 @@ Train PPO on an IsaacGymEnvs task, on the embedded MuJoCo ports (sim=mujoco, CPU
   isaac-ppo-train task=Ant resume=auto                       continue this experiment's newest run
   isaac-ppo-train task=Ant test=true checkpoint=PATH         play a checkpoint (.pt, or an rl-games .pth)
 
-Common keys: task=Ant|Cartpole|Humanoid  sim=auto|mujoco|mjwarp|isaacgym  device=cpu|cuda  num_envs=N  seed=N (-1: random)
+Common keys: task=Ant|Anymal|Cartpole|Humanoid  sim=auto|mujoco|mjwarp|isaacgym  device=cpu|cuda  num_envs=N  seed=N (-1: random)
   max_iterations=N  max_env_steps=N  agent.learning_rate=X  agent.minibatch_size=N | agent.num_mini_batches=N
   scheduler=fixed|budget|schedule|adaptive|concurrent  preset=NAME  diagnostics=default|full|off
   eval.interval_env_steps=N (env steps)  experiment=NAME  runs_dir=DIR  (train=NAME is agent=NAME, as in IsaacGymEnvs)
