@@ -2,27 +2,32 @@
 line each with the torso speed quantiles (50/90/99%) and max over every env and step, the median reward a step, the
 simulations that diverged (stopped by the task's bounds) during the replay, and the posture (the torso's up axis on
 the world's, 5% and 50% quantiles, 1 upright; the median torso height). A walking Ant of this port moves at
-~7 m/s; see isaac_ppo/lab/gait.py.
+~7 m/s; see isaac_ppo/lab/gait.py. An Anymal (--task Anymal) gets its own measures: the base's speed over the ground
+(50/90/99% and mean, m/s), its mean velocity-tracking errors (xy in m/s, yaw rate in rad/s, in the base frame as its
+reward), the reward a step, the share of envs that fell (a terminal contact) and the diverged simulations.
 
   python benchmarks/gait_check.py runs/study/paper_ant/runs/*/seed_*/checkpoints/last.pt [--task Ant] [--envs 64]
 
 Where does an exploit live? Replay the same policy under other physics: --integrator (euler, rk4, implicit,
 implicitfast; default the model file's) and --refine K (K times finer physics steps, K times as many a control
-step: the same 1/60 s control step). An exploit of integration error shrinks as K grows; a walking gait does not.
+step: the same control step, Ant's 1/60 s, Anymal's 20 ms). An exploit of integration error shrinks as K grows; a
+walking gait does not.
+
+  python benchmarks/gait_check.py RUN/checkpoints/last.pt --task Anymal --refine 2
 """
 from __future__ import annotations
 
 import argparse
 import json
 
-from isaac_ppo.lab.gait import LOCOMOTION, check
+from isaac_ppo.lab.gait import GAITS, check
 from isaac_ppo.tasks.base import INTEGRATORS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", nargs="+")
-    parser.add_argument("--task", default="Ant", choices=LOCOMOTION)
+    parser.add_argument("--task", default="Ant", choices=list(GAITS))
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)

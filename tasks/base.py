@@ -69,6 +69,9 @@ class MujocoTask:
         self.power_scale = float(env.get("powerScale", 1.0))
         # compute_reward's decomposition of the step's reward (term -> per-env tensor; the terms sum to it)
         self.reward_terms: Dict[str, torch.Tensor] = {}
+        # compute_reward's measures of the step that are no reward (name with its unit -> per-env tensor), e.g. a
+        # legged robot's velocity-tracking error in m/s: what evaluation and the gait check report beside the return
+        self.measures: Dict[str, torch.Tensor] = {}
         self.dt = float(cfg["sim"]["dt"])  # the control step, as the task's rewards use it
         self.max_episode_length = self.episode_length_steps()
         sim_cfg = cfg["mujoco"]
@@ -197,6 +200,9 @@ class MujocoTask:
             # (a diverged simulation's terms are zero, as its reward; masked only on a step that has one)
             "reward_terms": {name: (term.masked_fill(diverged, 0.0) if diverged_count else term).to(self.device)
                              for name, term in self.reward_terms.items()},
+            # (a diverged simulation's measures are garbage: zero, as its terms; readers skip diverged_envs)
+            "measures": {name: (value.masked_fill(diverged, 0.0) if diverged_count else value).to(self.device)
+                         for name, value in self.measures.items()},
         }
         return {"obs": packed[:, :num_obs]}, packed[:, 2 * num_obs], packed[:, 2 * num_obs + 1].bool(), extras
 

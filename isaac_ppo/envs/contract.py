@@ -17,7 +17,9 @@ Optional extras: ``"final_obs"`` (``[n, num_obs]``: the observation that ended e
 ``obs`` on rows that did not end; exact time-out bootstrapping for an env that resets within the step; an env
 whose returned ``obs`` is itself the terminal one, as Isaac Gym's, leaves it out), ``"diverged"`` (int: simulations that
 diverged and were reset during this step) and ``"diverged_envs"`` (bool ``[n]``: which; their episodes are
-left out of every episode statistic).
+left out of every episode statistic), ``"reward_terms"`` and ``"measures"`` (name -> ``[n]``: the reward's parts,
+and measures of the step that are no reward, each name with its unit, e.g. a legged robot's
+``tracking_error_xy_mps``).
 
 Optional capability ``set_active(n) -> {"obs": Tensor[n, num_obs]}``: from now on only the first n envs of
 the pool are stepped and returned; the others keep their state. On MuJoCo the cost scales with n.

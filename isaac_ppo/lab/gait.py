@@ -12,6 +12,11 @@ median torso height. Under RK4 a policy can still run far past its peers at a sp
 Every study run of a locomotion task gets this check on its last checkpoint (isaac-ppo-study writes it into
 study_done.json and the report lists it), so a return that runs away from the gait behind it is seen.
 benchmarks/gait_check.py runs it on any checkpoint.
+
+A legged robot under velocity commands (Anymal) is paid for tracking its command, not for speed: its gait is
+measured by its base's speed over the ground, its velocity-tracking errors (the task's measures, m/s and rad/s),
+its reward a step and the share of envs that fell (issue 45 deliver 4: the speed and the tracking error must hold
+at 2x and 4x finer physics steps). GAITS says which measures each task gets.
 """
 from __future__ import annotations
 
@@ -22,19 +27,101 @@ from typing import Any, Dict, List, Optional
 import torch
 
 LOCOMOTION = ("Ant", "Humanoid")  # tasks whose observations 1-3 are the torso's local linear velocity
+LEGGED = ("Anymal",)  # legged robots under velocity commands (tasks/legged): a gait is how well it tracks them
 TORSO_HEIGHT = 0  # IsaacGymEnvs' locomotion observations: the torso's height above the floor,
 TORSO_VELOCITY = slice(1, 4)  # its linear velocity in its own frame,
 UP_PROJ = 10  # and its up axis projected on the world's (1 upright, 0 on its side, below 0 upside down)
+
+
+class LocomotionGait:
+    """Ant's and Humanoid's gait: how fast the torso moves (the quantity their progress reward pays for) and how
+    (its posture)."""
+
+    def __init__(self) -> None:
+        self.speeds: List[torch.Tensor] = []
+        self.forward: List[torch.Tensor] = []
+        self.rewards: List[torch.Tensor] = []
+        self.heights: List[torch.Tensor] = []
+        self.ups: List[torch.Tensor] = []
+        self.diverged = 0
+
+    def observe(self, env: Any, obs: torch.Tensor, reward: torch.Tensor, resets: torch.Tensor,
+                extras: Dict[str, Any]) -> None:
+        self.speeds.append(obs[:, TORSO_VELOCITY].norm(dim=1))
+        self.forward.append(env.qvel[:, 0].float())  # the root's world x velocity: toward the target, 1 km ahead
+        self.heights.append(obs[:, TORSO_HEIGHT])
+        self.ups.append(obs[:, UP_PROJ])
+        self.rewards.append(reward)
+        self.diverged += int(extras.get("diverged", 0))
+
+    def summary(self) -> Dict[str, Any]:
+        speed = torch.stack(self.speeds).flatten()
+        rewards = torch.stack(self.rewards)
+        return {"torso_speed_p50_p90_p99": _quantiles(speed, 0.5, 0.9, 0.99),
+                "torso_speed_max": round(float(speed.max()), 1),
+                "reward_per_step_median": round(float(rewards.median()), 2), "diverged": self.diverged,
+                # what the progress reward pays for, averaged (a bounding gait's speeds are bimodal: its median jumps)
+                "forward_speed_mean": round(float(torch.stack(self.forward).mean()), 2),
+                "reward_per_step_mean": round(float(rewards.mean()), 2),
+                # How it moves, beside how fast: a walker keeps its torso upright (up_proj ~1 at every step); a
+                # policy that tumbles or bounds spends steps on its side or upside down (a low 5% quantile).
+                "up_proj_p5_p50": _quantiles(torch.stack(self.ups).flatten(), 0.05, 0.5),
+                "torso_height_p50": _quantiles(torch.stack(self.heights).flatten(), 0.5)[0]}
+
+
+class LeggedGait:
+    """A legged robot's gait under velocity commands (IsaacGymEnvs' Anymal): how fast its base moves over the
+    ground (world frame, qvel), how far that is from its command (the task's own measures, in the base frame the
+    reward uses), what it is paid a step, and how often a fall (a terminal contact: the legged tasks' only terminal
+    state) ends an episode. Steps of a diverged simulation enter no mean."""
+
+    def __init__(self) -> None:
+        self.planar_speeds: List[torch.Tensor] = []
+        self.tracking_xy: List[torch.Tensor] = []
+        self.tracking_yaw: List[torch.Tensor] = []
+        self.rewards: List[torch.Tensor] = []
+        self.fell: Optional[torch.Tensor] = None  # per env: has an episode of it ended by a terminal contact
+        self.diverged = 0
+
+    def observe(self, env: Any, obs: torch.Tensor, reward: torch.Tensor, resets: torch.Tensor,
+                extras: Dict[str, Any]) -> None:
+        diverged = extras.get("diverged_envs", torch.zeros_like(resets)).bool()
+        kept = ~diverged
+        self.planar_speeds.append(env.qvel[:, 0:2].float().norm(dim=1)[kept.to(env.qvel.device)].cpu())
+        measures = extras["measures"]
+        self.tracking_xy.append(measures["tracking_error_xy_mps"][kept])
+        self.tracking_yaw.append(measures["yaw_rate_error_radps"][kept])
+        self.rewards.append(reward[kept])
+        terminal = resets.bool() & ~extras["time_outs"].bool() & ~diverged
+        self.fell = terminal if self.fell is None else self.fell | terminal
+        self.diverged += int(extras.get("diverged", 0))
+
+    def summary(self) -> Dict[str, Any]:
+        speed = torch.cat(self.planar_speeds)
+        return {"base_planar_speed_p50_p90_p99": _quantiles(speed, 0.5, 0.9, 0.99),
+                "base_planar_speed_mean": round(float(speed.mean()), 3),
+                "tracking_error_xy_mps_mean": round(float(torch.cat(self.tracking_xy).mean()), 3),
+                "yaw_rate_error_radps_mean": round(float(torch.cat(self.tracking_yaw).mean()), 3),
+                "reward_per_step_mean": round(float(torch.cat(self.rewards).mean()), 4),
+                "terminal_contact_env_fraction": round(float(self.fell.float().mean()), 3),
+                "diverged": self.diverged}
+
+
+# the one place that says, per task, which quantities its gait is measured by
+GAITS = dict({task: LocomotionGait for task in LOCOMOTION}, **{task: LeggedGait for task in LEGGED})
 
 
 def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed: int = 0,
           integrator: Optional[str] = None, refine: int = 1,
           physics: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Replay checkpoint path (its run's config.yaml beside checkpoints/ when there is one, else the defaults) on
-    envs MuJoCo envs for steps control steps: torso speed quantiles, median reward a step, diverged simulations.
-    integrator (task.mujoco.integrator) and refine (refine x finer physics steps, refine x as many a control step)
-    replay it under other physics: an exploit of integration error slows as refine grows, a gait does not.
-    physics (task.mujoco keys: timestep, substeps, integrator) replaces the run's before refine divides it."""
+    envs MuJoCo envs for steps control steps, measured by the task's gait (GAITS): for Ant and Humanoid torso
+    speed quantiles, forward speed, reward a step, posture; for Anymal base speed over the ground, velocity-tracking
+    errors, reward a step, the envs that fell; for both the simulations that diverged.
+    integrator (task.mujoco.integrator) and refine (refine x finer physics steps, refine x as many a control step:
+    the same control step) replay it under other physics: an exploit of integration error slows as refine grows, a
+    gait does not. physics (task.mujoco keys: timestep, substeps, integrator) replaces the run's before refine
+    divides it. A task whose floor is declared (task.mujoco.contact_timeconst) keeps it under refinement."""
     from omegaconf import OmegaConf
 
     from isaac_ppo.loop.build import build_model
@@ -43,8 +130,8 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     from isaac_ppo.io import checkpoint
     from isaac_ppo.config.compose import compose_config
 
-    if task not in LOCOMOTION:
-        raise ValueError(f"gait check: {task} is not one of {', '.join(LOCOMOTION)}")
+    if task not in GAITS:
+        raise ValueError(f"gait check: {task} is not one of {', '.join(GAITS)}")
     saved = _run_config(path)
     if saved:
         cfg = OmegaConf.load(saved)
@@ -61,30 +148,14 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     checkpoint.load_model(model, checkpoint.load(path, torch.device("cpu")), path)
     model.eval()
     policy = mean_action(model)
+    gait = GAITS[task]()
     obs = env.reset()["obs"]
-    speeds, forward, rewards, heights, ups, diverged = [], [], [], [], [], 0
     with torch.no_grad():
         for _ in range(steps):
-            out, reward, _, extras = env.step(policy(obs))
+            out, reward, resets, extras = env.step(policy(obs))
             obs = out["obs"]
-            speeds.append(obs[:, TORSO_VELOCITY].norm(dim=1))
-            forward.append(env.qvel[:, 0].float())  # the root's world x velocity: toward the target, 1 km ahead
-            heights.append(obs[:, TORSO_HEIGHT])
-            ups.append(obs[:, UP_PROJ])
-            rewards.append(reward)
-            diverged += int(extras.get("diverged", 0))
-    speed = torch.stack(speeds).flatten()
-    return {"checkpoint": path, "task": task, "envs": envs, "steps": steps,
-            "torso_speed_p50_p90_p99": _quantiles(speed, 0.5, 0.9, 0.99),
-            "torso_speed_max": round(float(speed.max()), 1),
-            "reward_per_step_median": round(float(torch.stack(rewards).median()), 2), "diverged": diverged,
-            # what the progress reward pays for, averaged (a bounding gait's speeds are bimodal: its median jumps)
-            "forward_speed_mean": round(float(torch.stack(forward).mean()), 2),
-            "reward_per_step_mean": round(float(torch.stack(rewards).mean()), 2),
-            # How it moves, beside how fast: a walker keeps its torso upright (up_proj ~1 at every step); a
-            # policy that tumbles or bounds spends steps on its side or upside down (a low 5% quantile).
-            "up_proj_p5_p50": _quantiles(torch.stack(ups).flatten(), 0.05, 0.5),
-            "torso_height_p50": _quantiles(torch.stack(heights).flatten(), 0.5)[0]}
+            gait.observe(env, obs, reward, resets, extras)
+    return dict({"checkpoint": path, "task": task, "envs": envs, "steps": steps}, **gait.summary())
 
 
 def _quantiles(values: torch.Tensor, *levels: float) -> List[float]:

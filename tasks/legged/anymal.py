@@ -73,6 +73,9 @@ class Anymal(LeggedTask):
         # logged terms add up to the reward
         self.reward_terms = {"lin_vel_xy": lin_vel_xy, "ang_vel_z": ang_vel_z, "torque": torque,
                              "clip": reward - unclipped}
+        # how far from its command the base moves, in the reward's frame (the base's) and units: what evaluation
+        # and the gait check report for a legged policy (issue 45: mean velocity-tracking error, m/s)
+        self.measures = {"tracking_error_xy_mps": lin_vel_error.sqrt(), "yaw_rate_error_radps": ang_vel_error.sqrt()}
         touching = self.contact_forces(sel, TERMINATING_BODIES).norm(dim=2) > CONTACT_THRESHOLD
         return reward, touching.any(dim=1)
 
