@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
-# Learning benchmarks of the training issue: Ant at 4096 envs for 500 iterations (the IsaacGymEnvs budget),
-# seeds 0 1 2, one after the other (2 cores: parallel runs would only share them). Then plot the curves:
-#   python benchmarks/plot_curves.py OUT.png RUN_DIR...
-# Usage: bash benchmarks/learning.sh [RUNS_DIR]   (default /tmp/isaac-ppo-bench-runs)
+# Learning benchmarks, 3 seeds (0 1 2) one after the other (2 cores: parallel runs would only share them).
+#   Ant (the training issue): 4096 envs for 500 iterations (the IsaacGymEnvs budget). Plot the curves:
+#     python benchmarks/plot_curves.py OUT.png RUN_DIR...
+#   Anymal (issue 45 deliver 6): IsaacGymEnvs' values (cfg/task/Anymal.yaml, cfg/agent/AnymalPPO.yaml: 4096 envs x
+#   24 steps, 1000 iterations = 98.3M env steps), evaluated every 2M env steps (the default) on 64 envs of their own,
+#   each one episode from reset with commands drawn fresh from the evaluation's own seed stream: the evaluation
+#   return (target >= 60 of 75) and the mean velocity-tracking error (eval.tracking_error_xy_mps, m/s; yaw rate
+#   eval.yaw_rate_error_radps) against env steps and wall clock:
+#     python benchmarks/plot_curves.py --eval anymal_learning.png RUNS/anymal_seed*/*/
+#     isaac-ppo-report RUNS/anymal_seed*/*/ metric=eval.tracking_error_xy_mps
+# Usage: bash benchmarks/learning.sh [RUNS_DIR] [TASK]   (default /tmp/isaac-ppo-bench-runs, Ant)
 set -euo pipefail
 runs="${1:-/tmp/isaac-ppo-bench-runs}"
-for seed in 0 1 2; do
-  isaac-ppo-train task=Ant sim=mujoco seed=$seed max_iterations=500 experiment=ant_seed$seed runs_dir="$runs"
-done
+task="${2:-Ant}"
+case "$task" in
+  Ant) for seed in 0 1 2; do
+         isaac-ppo-train task=Ant sim=mujoco seed=$seed max_iterations=500 experiment=ant_seed$seed runs_dir="$runs"
+       done ;;
+  Anymal) for seed in 0 1 2; do
+            isaac-ppo-train task=Anymal sim=mujoco seed=$seed max_iterations=1000 experiment=anymal_seed$seed \
+              runs_dir="$runs"
+          done ;;
+  *) echo "learning.sh: no learning benchmark for task $task (Ant, Anymal)" >&2; exit 2 ;;
+esac

@@ -4,6 +4,13 @@ episodes, lagged) against iteration, one line per run and their mean.
     python benchmarks/plot_curves.py OUT.png RUN_DIR [RUN_DIR ...]   (needs matplotlib)
 
 Prints, per run, the mean return at the last iteration and the best, and the same for the mean curve.
+
+With --eval, the periodic evaluations instead (the rows' eval: each env's first episode from reset, unbiased, on
+fresh draws of the task's reset, commands included): the evaluation return and each measure the task reports beside
+it (Anymal: eval.tracking_error_xy_mps, m/s), one row of panels each, against env steps and against the wall clock
+(eval.wall_s: training plus every evaluation so far), one line per run:
+
+    python benchmarks/plot_curves.py --eval OUT.png RUN_DIR [RUN_DIR ...]
 """
 from __future__ import annotations
 
@@ -50,5 +57,42 @@ def main(out: str, run_dirs: list) -> None:
     fig.savefig(out, dpi=110)
 
 
+# what the evaluation rows carry besides the measures a task adds (isaac_ppo/loop/evaluate.py)
+EVAL_BOOKKEEPING = ("episodes", "diverged", "return_iqm", "return_ci95", "length_mean", "env_steps", "policy_version",
+                    "seconds", "wall_s", "stochastic")
+
+
+def main_eval(out: str, run_dirs: list) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    evaluations = [[r["eval"] for r in load(d) if "eval" in r] for d in run_dirs]
+    measured = [k for k in evaluations[0][0] if k not in EVAL_BOOKKEEPING] if evaluations[0] else ["return_mean"]
+    fig, axes = plt.subplots(len(measured), 2, figsize=(11, 3.6 * len(measured)), squeeze=False)
+    for run_dir, rows in zip(run_dirs, evaluations):
+        label = os.path.basename(os.path.dirname(run_dir.rstrip("/"))) or run_dir
+        for row_axes, key in zip(axes, measured):
+            ys = [r[key] for r in rows]
+            row_axes[0].plot([r["env_steps"] for r in rows], ys, lw=1, label=label)
+            row_axes[1].plot([r["wall_s"] / 60 for r in rows], ys, lw=1, label=label)
+        last = rows[-1] if rows else {}
+        print(f"{label}: " + ", ".join(f"{k} {last.get(k, float('nan')):.3f}" for k in measured) +
+              f" at {last.get('env_steps', 0):,} env steps, {last.get('wall_s', 0) / 60:.1f} min")
+    for row_axes, key in zip(axes, measured):
+        row_axes[0].set_xlabel("env steps")
+        row_axes[1].set_xlabel("wall clock, minutes (training + evaluations)")
+        for ax in row_axes:
+            ax.set_ylabel(f"eval.{key}")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    if sys.argv[1] == "--eval":
+        main_eval(sys.argv[2], sys.argv[3:])
+    else:
+        main(sys.argv[1], sys.argv[2:])

@@ -18,16 +18,18 @@ from isaac_ppo.stats import iqm, stratified_bootstrap_ci
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
 
-def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None]] = None) -> Dict[str, torch.Tensor]:
+def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None]] = None) -> Dict[str, Any]:
     """Reset every env, step until each has ended its first episode; that episode's return and length per env,
     and whether its simulation diverged (such an episode is no sample of the policy: summarise leaves it out).
     Envs that finished keep stepping (the pool steps as one) but count no more. on_step runs after every step
-    (a video recorder)."""
+    (a video recorder). measures: each of the task's step measures (extras["measures"], e.g. a legged robot's
+    tracking error in m/s) averaged over that episode's steps, per env; empty for a task that reports none."""
     n, device = env.num_envs, env.device  # (kept on the env's device: one host read a step, for the loop's end)
     returns = torch.zeros(n, dtype=torch.float64, device=device)
     lengths = torch.zeros(n, dtype=torch.long, device=device)
     done = torch.zeros(n, dtype=torch.bool, device=device)
     diverged = torch.zeros(n, dtype=torch.bool, device=device)
+    measure_sums: Dict[str, torch.Tensor] = {}
     obs = env.reset()["obs"]
     with torch.no_grad():
         while not bool(done.all()):
@@ -37,26 +39,35 @@ def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None
             live = ~done
             returns += torch.where(live, rewards.double(), 0.0)
             lengths += live.long()
+            for name, value in extras.get("measures", {}).items():
+                total = measure_sums.setdefault(name, torch.zeros(n, dtype=torch.float64, device=device))
+                total += torch.where(live, value.double(), 0.0)
             if "diverged_envs" in extras:
                 diverged |= live & extras["diverged_envs"].bool()
             done |= resets.bool()
             obs = obs_dict["obs"]
-    return {"returns": returns.cpu(), "lengths": lengths.cpu(), "diverged": diverged.cpu()}
+    measures = {name: (total / lengths.clamp(min=1)).cpu() for name, total in measure_sums.items()}
+    return {"returns": returns.cpu(), "lengths": lengths.cpu(), "diverged": diverged.cpu(), "measures": measures}
 
 
 def summarise(returns: torch.Tensor, lengths: torch.Tensor, reps: int = 2000, seed: int = 0,
-              diverged: Optional[torch.Tensor] = None) -> Dict[str, Any]:
+              diverged: Optional[torch.Tensor] = None,
+              measures: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, Any]:
     """Mean and IQM of the returns, the 95% bootstrap CI of the IQM (the report's statistics, over episodes here
-    instead of runs) and the mean length, over the episodes whose simulation did not diverge (counted apart)."""
+    instead of runs) and the mean length, over the episodes whose simulation did not diverge (counted apart).
+    measures (first_episodes'): each one's mean over those episodes, under its own name (eval.NAME in a run's
+    rows, e.g. eval.tracking_error_xy_mps), beside the return."""
     kept = ~diverged if diverged is not None else torch.ones(len(returns), dtype=torch.bool)
     values, kept_lengths = returns[kept].double().numpy(), lengths[kept].double()
     result: Dict[str, Any] = {"episodes": len(values), "diverged": int((~kept).sum())}
     if len(values) == 0:  # every simulation diverged: nothing to summarise
         nan = float("nan")
-        return dict(result, return_mean=nan, return_iqm=nan, return_ci95=[nan, nan], length_mean=nan)
+        return dict(result, return_mean=nan, return_iqm=nan, return_ci95=[nan, nan], length_mean=nan,
+                    **{name: nan for name in measures or {}})
     low, high = stratified_bootstrap_ci(values, ["all"] * len(values), reps=reps, seed=seed)
     return dict(result, return_mean=float(values.mean()), return_iqm=iqm(values), return_ci95=[low, high],
-                length_mean=float(kept_lengths.mean()))
+                length_mean=float(kept_lengths.mean()),
+                **{name: float(per_env[kept].mean()) for name, per_env in (measures or {}).items()})
 
 
 def describe(result: Dict[str, Any]) -> str:
@@ -147,7 +158,8 @@ class Evaluator:
 
     def _play(self, policy: Policy, iteration: int) -> Dict[str, Any]:
         episodes = first_episodes(self.env, policy)
-        return summarise(episodes["returns"], episodes["lengths"], seed=iteration, diverged=episodes["diverged"])
+        return summarise(episodes["returns"], episodes["lengths"], seed=iteration, diverged=episodes["diverged"],
+                         measures=episodes["measures"])
 
     def score(self, evaluation: Optional[Dict[str, Any]], training_return: Optional[float]) -> Optional[float]:
         """What best.pt is chosen by: the evaluation's mean return when the run evaluates periodically (None where

@@ -52,5 +52,6 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
     if recorder is not None:
         recorder.close()
         result.update(video=video_path, frames=recorder.frames)
-    result.update(summarise(episodes["returns"], episodes["lengths"], seed=cfg.seed, diverged=episodes["diverged"]))
+    result.update(summarise(episodes["returns"], episodes["lengths"], seed=cfg.seed, diverged=episodes["diverged"],
+                            measures=episodes["measures"]))
     return result

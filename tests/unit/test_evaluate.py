@@ -93,6 +93,27 @@ def test_diverged_episodes_are_counted_apart_and_left_out():
     assert nothing["episodes"] == 0 and nothing["return_mean"] != nothing["return_mean"]  # NaN: no sample
 
 
+class MeasuredEnv(VariableLengthEnv):
+    """VariableLengthEnv whose step reports a measure (extras["measures"]): the step's number in its episode, so that
+    an episode of L steps averages (L + 1) / 2."""
+
+    def step(self, actions):
+        step_number = (self.t + 1).double()
+        obs, rewards, resets, extras = super().step(actions)
+        return obs, rewards, resets, dict(extras, measures={"step_number": step_number})
+
+
+def test_a_tasks_step_measures_are_averaged_over_each_first_episode_then_over_episodes():
+    episodes = first_episodes(MeasuredEnv(64, 3), policy)
+    lengths = episodes["lengths"].double()
+    torch.testing.assert_close(episodes["measures"]["step_number"], (lengths + 1) / 2)
+    diverged = torch.zeros(64, dtype=torch.bool)
+    diverged[0] = True  # (a diverged episode's measure is left out, as its return)
+    stats = summarise(episodes["returns"], episodes["lengths"], diverged=diverged, measures=episodes["measures"])
+    assert stats["step_number"] == pytest.approx(float(((lengths[1:] + 1) / 2).mean()))
+    assert "step_number" not in summarise(episodes["returns"], episodes["lengths"])  # (a task without measures)
+
+
 def _evaluator(stochastic, seed=5):
     from isaac_ppo.envs import make
     from isaac_ppo.loop.evaluate import Evaluator
