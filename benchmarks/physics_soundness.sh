@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 44's soundness runs: policies TRAINED under a candidate physics, then gait-checked at 1x, 2x and 4x finer
 # steps (benchmarks/physics_candidates.py gait), plus the candidates' divergence rates and the exploit replays.
-# Resumable: a seed whose run folder holds checkpoints/last.pt of the whole budget is not trained again.
+# Resumable: a seed whose run ended (metrics.json) is not trained again; one cut short continues from its last.pt
+# (isaac-ppo-train continues a run of the same config in its folder).
 #
 #   bash benchmarks/physics_soundness.sh ant CANDIDATE SEED [SEED ...]   # paper_ant's adaptive_256x256 arm
 #   bash benchmarks/physics_soundness.sh humanoid SEED                    # profile=cpu, 8M env steps, its physics
@@ -37,7 +38,6 @@ case $what in
     for seed in "$@"; do
       run=runs/physics/$candidate/adaptive_256x256/seed_$seed
       if [ ! -f "$run/metrics.json" ]; then
-        rm -rf "$run"
         # shellcheck disable=SC2046
         isaac-ppo-train "${ANT_ARM[@]}" seed="$seed" $(physics_of "$candidate") hydra.run.dir="$run" \
           > "/tmp/physics-$candidate-$seed.log" 2>&1
@@ -50,9 +50,8 @@ case $what in
     for seed in "$@"; do
       run=runs/physics/humanoid_cpu/seed_$seed
       if [ ! -f "$run/metrics.json" ]; then
-        rm -rf "$run"
         isaac-ppo-train task=Humanoid sim=mujoco profile=cpu diagnostics=off seed="$seed" max_env_steps=8000000 \
-          save_interval_iterations=100000 hydra.run.dir="$run" > "/tmp/physics-humanoid-$seed.log" 2>&1
+          save_interval_iterations=50 hydra.run.dir="$run" > "/tmp/physics-humanoid-$seed.log" 2>&1
       fi
       for refine in 1 2 4; do
         python benchmarks/gait_check.py "$run/checkpoints/last.pt" --task Humanoid --envs 64 --steps 1000 \
