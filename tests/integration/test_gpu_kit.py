@@ -144,7 +144,7 @@ def test_the_proof_covers_the_cuda_path_for_every_task_after_cartpole(tmp_path):
     expected = ["environment", "kernels", "contract", "equivalence"] + [
         f"bench_sim_{t}_{n}" for t in TASKS if t != "Cartpole" for n in (4096, 16384)] + [
         "bench_train_Ant_4096", "bench_train_Ant_16384", "mujoco_cuda_learner", "mixed_precision_resume",
-        "resume_exact", "memory"]
+        "resume_exact", "memory", "bench_train_Anymal_4096"]
     assert names == expected
     assert proof.device == "cuda" and load("proof").DEADLINE_S <= 480
 
