@@ -11,7 +11,8 @@ The file maps the env's observation to the action the env applies, with nothing 
 The batch axis is dynamic. Inside, in the model's own float32 arithmetic: the observation clamp (when
 clipObservations is finite), the observation normaliser (the running mean and var of the checkpoint folded in
 as constants: (obs - mean) / sqrt(var + epsilon), clamped to +-its clip, when agent.normalize_input), the actor
-MLP and mean layer, the action clamp. No critic, value normaliser or log-std.
+MLP and mean layer, the action clamp. No critic, value normaliser or log-std, and never the critic's own
+observations (an asymmetric run's "states"): the policy takes the observation alone.
 Metadata (METADATA_KEYS, strings): in the ONNX file's metadata_props; in the TorchScript file as the JSON of
 the same keys in the extra file "metadata.json" (torch.jit.load(path, _extra_files={"metadata.json": ""})).
 
@@ -134,7 +135,9 @@ def build_policy(checkpoint_path: str) -> Any:
     if task != state["task"]:
         raise UserError(f"{config_path} is a run of {task}, the checkpoint {checkpoint_path} of {state['task']}: "
                         "export a checkpoint from inside its own run folder")
-    shapes = SimpleNamespace(num_obs=int(state["num_obs"]), num_actions=int(state["num_actions"]))
+    # (a critic over the env's critic observations is rebuilt to load the checkpoint; the policy leaves it out)
+    shapes = SimpleNamespace(num_obs=int(state["num_obs"]), num_actions=int(state["num_actions"]),
+                             num_states=int(state.get("num_states", 0)))
     try:
         model = build_model(cfg, shapes, torch.device("cpu"))
         env = cfg.task.env

@@ -19,6 +19,10 @@ TASKS = {
 }
 
 
+# the tasks with critic observations (asymmetric=true: IsaacGymEnvs' states, for the critic alone), and what they add
+CRITIC_OBSERVATIONS: Dict[str, str] = {}
+
+
 def task_class(name: str) -> Any:
     module, attr = TASKS[name].split(":")
     return getattr(importlib.import_module(module), attr)

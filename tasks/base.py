@@ -11,6 +11,11 @@ terminal one in ``extras["final_obs"]``; the flags mean what the contract says. 
 inside step t+1, after physics already ran from the terminal state, which wastes one transition per episode.
 An episode therefore lasts exactly ``episodeLength`` transitions here (a time-out fires when the step counter
 reaches it), the same count rl-games reports for an IsaacGymEnvs episode (999 steps plus the wasted one).
+
+Critic observations (the contract's optional "states"): a task that has them says how many (``critic_obs``) and
+computes them (``compute_states``); they are on when the task config's ``env.asymmetric_observations`` is true
+(IsaacGymEnvs' key; the run's ``asymmetric=true`` sets it), clipped to clipObservations as IsaacGymEnvs clips its
+states, and packed into the step's one copy beside the observations.
 """
 from __future__ import annotations
 
@@ -45,6 +50,8 @@ class MujocoTask:
     asset = ""  # model file in assets/ beside the task's module (each family keeps its models there)
     num_obs = 0
     num_actions = 0
+    # the size of the task's critic observation (on with env.asymmetric_observations); 0: the task has none
+    critic_obs = 0
     # derived MjData fields the task reads besides qpos/qvel (bound once, refreshed by every simulator call)
     derived_fields: Tuple[str, ...] = ()
     # per-env tensors a checkpoint carries, beside the simulation state rows, so a resumed run continues exactly
@@ -67,6 +74,10 @@ class MujocoTask:
         self.clip_actions = float(env.get("clipActions", 1.0))
         self.clip_obs = float(env.get("clipObservations", math.inf))
         self.power_scale = float(env.get("powerScale", 1.0))
+        asymmetric = bool(env.get("asymmetric_observations", False))
+        if asymmetric and not self.critic_obs:
+            raise UserError(f"asymmetric=true: task {type(self).__name__} has no critic observations")
+        self.num_states = self.critic_obs if asymmetric else 0
         # compute_reward's decomposition of the step's reward (term -> per-env tensor; the terms sum to it)
         self.reward_terms: Dict[str, torch.Tensor] = {}
         # compute_reward's measures of the step that are no reward (name with its unit -> per-env tensor), e.g. a
@@ -102,9 +113,10 @@ class MujocoTask:
         self.generator = torch.Generator(device=self.sim_device).manual_seed(int(seed))
         self.progress = torch.zeros(self.num_envs, dtype=torch.long, device=self.sim_device)
         self.last_actions = torch.zeros(self.num_envs, self.num_actions, device=self.sim_device)
-        # staging buffer for everything a step returns: [obs | final_obs | reward | reset | time_out], so that
-        # one copy carries it to the learner's device
-        self._out = torch.zeros(self.num_envs, 2 * self.num_obs + 3, device=self.sim_device)
+        # staging buffer for everything a step returns: [obs | final_obs | states | final_states | reward | reset |
+        # time_out] (states: the critic observations, none unless asymmetric), so that one copy carries it to the
+        # learner's device
+        self._out = torch.zeros(self.num_envs, 2 * (self.num_obs + self.num_states) + 3, device=self.sim_device)
         self.active = self.num_envs
         self.diverged_total = 0
         self.setup()
@@ -137,6 +149,11 @@ class MujocoTask:
         """Rewards (float32) and terminal flags (bool) of the envs in sel, from their observations."""
         raise NotImplementedError
 
+    def compute_states(self, obs: torch.Tensor, sel: Selection) -> torch.Tensor:
+        """Float32 critic observations (critic_obs of them) of the envs in sel, given their observations, unclipped:
+        tasks with critic_obs > 0 only."""
+        raise NotImplementedError
+
     def reset_state(self, ids: torch.Tensor) -> None:
         """Write a fresh initial qpos/qvel for envs ids (the simulator already reset them to the model's defaults)
         and reset any per-env task buffers."""
@@ -148,15 +165,17 @@ class MujocoTask:
     def reset(self) -> Dict[str, torch.Tensor]:
         """Reset every env of the pool and return the first observations of the active ones."""
         self.reset_idx(torch.arange(self.num_envs, device=self.sim_device))
-        return {"obs": self._observe(slice(0, self.active)).to(self.device)}
+        return self._observe(slice(0, self.active))
 
     def set_active(self, n: int) -> Dict[str, torch.Tensor]:
         """Step only the first n envs from now on; returns their current observations."""
         self.active = check_active(n, self.num_envs)
-        return {"obs": self._observe(slice(0, n)).to(self.device)}
+        return self._observe(slice(0, n))
 
     def step(self, actions: torch.Tensor) -> StepResult:
-        n, num_obs = self.active, self.num_obs
+        n, num_obs, num_states = self.active, self.num_obs, self.num_states
+        # the staging buffer's columns: observations, final observations, states, final states, then the flags
+        states_at, final_states_at, flags_at = 2 * num_obs, 2 * num_obs + num_states, 2 * (num_obs + num_states)
         actions = check_actions(actions, n, self.num_actions).to(self.sim_device, torch.float32)
         actions = actions.clamp(-self.clip_actions, self.clip_actions)
         self.last_actions[:n] = actions
@@ -167,6 +186,7 @@ class MujocoTask:
         active = slice(0, n)
         obs = self.compute_observations(active)
         rew, terminated = self.compute_reward(obs, active)
+        states = self.compute_states(obs, active) if num_states else None
         time_out = (self.progress[:n] >= self.max_episode_length) & ~terminated
         diverged = self._diverged(n, obs, rew)
         diverged_count = int(diverged.sum())
@@ -174,6 +194,8 @@ class MujocoTask:
             # a diverged simulation's state is garbage: end its episode as terminal with no reward and a
             # zero final observation, so nothing non-finite reaches the batch
             obs[diverged] = 0.0
+            if states is not None:
+                states[diverged] = 0.0
             rew[diverged] = 0.0
             terminated[diverged] = True
             time_out[diverged] = False
@@ -182,18 +204,25 @@ class MujocoTask:
 
         out = self._out[:n]
         self._clip_into(out[:, num_obs : 2 * num_obs], obs)
+        if states is not None:
+            self._clip_into(out[:, final_states_at:flags_at], states)
         reset_ids = resets.nonzero().flatten()
         if reset_ids.numel():
             self.reset_idx(reset_ids)
             obs[reset_ids] = self.compute_observations(reset_ids)
+            if states is not None:
+                states[reset_ids] = self.compute_states(obs[reset_ids], reset_ids)
         self._clip_into(out[:, :num_obs], obs)
-        out[:, 2 * num_obs] = rew
-        out[:, 2 * num_obs + 1] = resets
-        out[:, 2 * num_obs + 2] = time_out
+        if states is not None:
+            self._clip_into(out[:, states_at:final_states_at], states)
+        out[:, flags_at] = rew
+        out[:, flags_at + 1] = resets
+        out[:, flags_at + 2] = time_out
 
         packed = out.to(self.device, copy=True)
+        obs_dict = {"obs": packed[:, :num_obs]}
         extras = {
-            "time_outs": packed[:, 2 * num_obs + 2].bool(),
+            "time_outs": packed[:, flags_at + 2].bool(),
             "final_obs": packed[:, num_obs : 2 * num_obs],
             "diverged": diverged_count,
             "diverged_envs": diverged.to(self.device),
@@ -204,7 +233,10 @@ class MujocoTask:
             "measures": {name: (value.masked_fill(diverged, 0.0) if diverged_count else value).to(self.device)
                          for name, value in self.measures.items()},
         }
-        return {"obs": packed[:, :num_obs]}, packed[:, 2 * num_obs], packed[:, 2 * num_obs + 1].bool(), extras
+        if num_states:
+            obs_dict["states"] = packed[:, states_at:final_states_at]
+            extras["final_states"] = packed[:, final_states_at:flags_at]
+        return obs_dict, packed[:, flags_at], packed[:, flags_at + 1].bool(), extras
 
     def state_dict(self) -> Dict[str, Any]:
         """Everything the next step depends on: state rows, episode counters, task buffers, reset RNG."""
@@ -246,9 +278,15 @@ class MujocoTask:
         self.progress[ids] = 0
         self.last_actions[ids] = 0.0
 
-    def _observe(self, sel: slice) -> torch.Tensor:
+    def _observe(self, sel: slice) -> Dict[str, torch.Tensor]:
+        """The observation dict of the envs in sel (with their critic observations when asymmetric), clipped, on
+        the learner's device."""
         obs = self.compute_observations(sel)
-        return obs.clamp(-self.clip_obs, self.clip_obs) if math.isfinite(self.clip_obs) else obs
+        out = {"obs": obs}
+        if self.num_states:
+            out["states"] = self.compute_states(obs, sel)
+        return {key: (value.clamp(-self.clip_obs, self.clip_obs) if math.isfinite(self.clip_obs) else value
+                      ).to(self.device) for key, value in out.items()}
 
     def _clip_into(self, dst: torch.Tensor, obs: torch.Tensor) -> None:
         if math.isfinite(self.clip_obs):

@@ -69,6 +69,7 @@ class PPO:
         With a fresh batch both references are the behaviour policy and both forms are plain PPO."""
         cfg, model = self.cfg, self.model
         batch = buffer.flat()
+        states = batch.get("states")  # the critic's own observations (asymmetric envs), else None
         advantages = batch["advantages"]
         if cfg["normalize_advantage"]:
             advantages = self.comm.standardize(advantages)
@@ -91,7 +92,8 @@ class PPO:
             order = self.permutation(plan.batch_size)
             for ids in order.split(size):
                 with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
-                    mu, log_std, value = model(batch["obs"][ids])
+                    mu, log_std, value = model(batch["obs"][ids]) if states is None else model(batch["obs"][ids],
+                                                                                               states[ids])
                     log_prob = gaussian_log_prob(batch["actions"][ids], mu, log_std)
                     ratio = torch.exp(log_prob - reference_log_probs[ids])
                     adv = advantages[ids]
@@ -146,6 +148,8 @@ class PPO:
         merge = self.comm.merge_moments  # every rank's batch, exactly
         if self.model.obs_norm is not None:
             self.model.obs_norm.update(buffer.obs.view(-1, buffer.obs.shape[-1]), merge)
+        if self.model.state_norm is not None:
+            self.model.state_norm.update(buffer.states.view(-1, buffer.states.shape[-1]), merge)
         if self.model.value_norm is not None:
             self.model.value_norm.update(buffer.returns.view(-1, 1), merge)
 

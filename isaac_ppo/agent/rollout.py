@@ -1,18 +1,21 @@
 """The rollout buffer, sized by the plan, and GAE(lambda) over it."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 
 
 class RolloutBuffer:
-    """Time-major storage of one batch: (rollout_length, num_envs, ...)."""
+    """Time-major storage of one batch: (rollout_length, num_envs, ...); with num_states, the critic's
+    observations beside the actor's (None without)."""
 
-    def __init__(self, rollout_length: int, num_envs: int, num_obs: int, num_actions: int, device: torch.device):
+    def __init__(self, rollout_length: int, num_envs: int, num_obs: int, num_actions: int, device: torch.device,
+                 num_states: int = 0):
         shape = (rollout_length, num_envs)
         self.rollout_length, self.num_envs = rollout_length, num_envs
         self.obs = torch.zeros(*shape, num_obs, device=device)
+        self.states: Optional[torch.Tensor] = torch.zeros(*shape, num_states, device=device) if num_states else None
         self.actions = torch.zeros(*shape, num_actions, device=device)
         self.log_probs = torch.zeros(*shape, device=device)
         self.mu = torch.zeros(*shape, num_actions, device=device)
@@ -25,6 +28,10 @@ class RolloutBuffer:
 
     def fits(self, rollout_length: int, num_envs: int) -> bool:
         return (self.rollout_length, self.num_envs) == (rollout_length, num_envs)
+
+    @property
+    def num_states(self) -> int:
+        return 0 if self.states is None else int(self.states.shape[-1])
 
     def compute_gae(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
         advantage = torch.zeros_like(last_values)
@@ -40,7 +47,7 @@ class RolloutBuffer:
     def flat(self) -> Dict[str, torch.Tensor]:
         """The batch as (rollout_length * num_envs, ...) views."""
         n = self.rollout_length * self.num_envs
-        return {
+        flat = {
             "obs": self.obs.view(n, -1),
             "actions": self.actions.view(n, -1),
             "log_probs": self.log_probs.view(n),
@@ -49,3 +56,6 @@ class RolloutBuffer:
             "advantages": self.advantages.view(n),
             "returns": self.returns.view(n),
         }
+        if self.states is not None:
+            flat["states"] = self.states.view(n, -1)
+        return flat

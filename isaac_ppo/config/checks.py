@@ -73,6 +73,7 @@ def check(cfg: DictConfig) -> None:
     domains.check_finite(values)
     check_task_parameters(tree["task"])
     domains.check(values, RUN_DOMAINS)
+    check_critic_observations(cfg.asymmetric, cfg.task.name)
     check_folder_name("experiment", cfg.experiment)
     check_profile(cfg.profile, cfg.task.name)
     hidden = list(cfg.agent.network.hidden)
@@ -130,6 +131,16 @@ def task_domains(name: str) -> Optional[Dict[str, Any]]:
     from isaac_ppo.tasks import TASKS, parameter_domains
 
     return parameter_domains(name) if name in TASKS else None
+
+
+def check_critic_observations(asymmetric: bool, task: str) -> None:
+    """asymmetric=true needs a task with critic observations (tasks/__init__.py's CRITIC_OBSERVATIONS); a task
+    without a MuJoCo port is IsaacGymEnvs' own, whose config decides (its env.asymmetric_observations)."""
+    from isaac_ppo.tasks import CRITIC_OBSERVATIONS, TASKS
+
+    if asymmetric and task in TASKS and task not in CRITIC_OBSERVATIONS:
+        raise UserError(f"asymmetric=true: task={task} has no critic observations (tasks with them: "
+                        f"{', '.join(sorted(CRITIC_OBSERVATIONS)) or 'none yet'}): drop asymmetric=true")
 
 
 def check_profile(profile: str, task: str) -> None:

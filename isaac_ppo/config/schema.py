@@ -128,6 +128,8 @@ class Config:
     wandb_logcode: bool = False
     # a machine profile (cfg/profile/): its values were composed in; the name records which
     profile: str = "none"
+    # the critic also sees the task's critic observations (IsaacGymEnvs' env.asymmetric_observations and states)
+    asymmetric: bool = False
 
 
 def typed(resolved: Any) -> DictConfig:

@@ -142,9 +142,12 @@ class Probe:
 
 
 def _capture(model: ActorCritic, obs: torch.Tensor) -> Dict[str, List[torch.Tensor]]:
-    """Post-activation outputs of every hidden layer, per network, from one forward pass over obs."""
+    """Post-activation outputs of every hidden layer, per network, from one forward pass over obs (the actor's
+    alone when the critic reads the env's critic observations: a probe set holds observations only)."""
     bodies = {"trunk": model.actor_body} if model.critic_body is None else {
         "actor": model.actor_body, "critic": model.critic_body}
+    if model.num_states:
+        bodies = {"actor": model.actor_body}
     captured: Dict[str, List[torch.Tensor]] = {name: [] for name in bodies}
     handles = []
     activation_types = tuple(ACTIVATIONS.values())

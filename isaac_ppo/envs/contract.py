@@ -23,6 +23,13 @@ and measures of the step that are no reward, each name with its unit, e.g. a leg
 
 Optional capability ``set_active(n) -> {"obs": Tensor[n, num_obs]}``: from now on only the first n envs of
 the pool are stepped and returned; the others keep their state. On MuJoCo the cost scales with n.
+
+Optional critic observations (asymmetric actor-critic; IsaacGymEnvs' ``states`` and ``num_states``, rl-games'
+central value, Isaac Lab's "critic" observation group): an env whose ``num_states`` attribute is above 0 returns
+``"states"`` (``[n, num_states]``) beside ``"obs"`` in every observation dict (reset, step, set_active), and, with
+``"final_obs"``, ``extras["final_states"]`` (the critic observation that ended each episode). The learner gives them
+to the critic alone: the policy never sees them, and an exported policy takes ``obs`` only. Absent or 0 (every env
+by default): nothing changes.
 """
 from __future__ import annotations
 
@@ -51,6 +58,11 @@ class VecEnv(Protocol):
 
     def step(self, actions: torch.Tensor) -> StepResult:
         ...
+
+
+def num_states(env: Any) -> int:
+    """The size of env's critic observation ("states"), 0 when it has none."""
+    return int(getattr(env, "num_states", 0) or 0)
 
 
 def supports_active(env: Any) -> bool:

@@ -9,6 +9,9 @@ Semantics the adapter passes through unchanged, and what differs from the MuJoCo
   value it computes for that observation at the next step anyway (no extra critic pass per step), and the
   transition after it (physics from the terminal state, then the reset) is one wasted sample per episode.
 - Resets arrive as IsaacGymEnvs' long tensor and are returned as bool.
+- Critic observations: a VecTask with ``num_states`` > 0 (IsaacGymEnvs' asymmetric tasks, e.g. ShadowHand with
+  ``env.asymmetric_observations``) returns ``"states"`` in its observation dicts; the adapter passes them on (the
+  active rows), as the contract's critic observations.
 - ``set_active(n)``: an Isaac Gym sim is a fixed pool, so every env is still simulated (at full cost); the
   envs past n get zero actions and are left out of what step returns.
 - Task parameters come from IsaacGymEnvs' own task config (same key names and defaults as cfg/task here),
@@ -136,18 +139,25 @@ class IsaacGymVecEnv:
         self.num_actions = int(vectask.num_acts)
         self.device = torch.device(vectask.rl_device)
         self.max_episode_length = int(vectask.max_episode_length)
+        self.num_states = int(getattr(vectask, "num_states", 0) or 0)  # IsaacGymEnvs' critic observations
         self.active = self.num_envs
-        self._last_obs = None  # the whole pool's, for set_active
+        self._last = None  # the whole pool's observation dict, for set_active
+
+    def _rows(self, obs_dict: Dict[str, torch.Tensor], n: int) -> Dict[str, torch.Tensor]:
+        out = {"obs": obs_dict["obs"][:n]}
+        if self.num_states:
+            out["states"] = obs_dict["states"][:n]
+        return out
 
     def reset(self) -> Dict[str, torch.Tensor]:
-        self._last_obs = self.vectask.reset()["obs"]
-        return {"obs": self._last_obs[: self.active]}
+        self._last = self.vectask.reset()
+        return self._rows(self._last, self.active)
 
     def set_active(self, n: int) -> Dict[str, torch.Tensor]:
         self.active = check_active(n, self.num_envs)
-        if self._last_obs is None:
+        if self._last is None:
             return self.reset()
-        return {"obs": self._last_obs[:n]}
+        return self._rows(self._last, n)
 
     def step(self, actions: torch.Tensor) -> StepResult:
         n = self.active
@@ -158,8 +168,7 @@ class IsaacGymVecEnv:
             padded[:n] = actions
             actions = padded
         obs_dict, rewards, resets, extras = self.vectask.step(actions)
-        obs = obs_dict["obs"]
-        self._last_obs = obs
+        self._last = obs_dict
         # per-env extras cover the whole pool: hand back the active rows only
         out_extras = {
             key: value[:n] if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == self.num_envs
@@ -167,4 +176,4 @@ class IsaacGymVecEnv:
             for key, value in extras.items()
         }
         out_extras["time_outs"] = extras["time_outs"][:n].to(torch.bool)
-        return {"obs": obs[:n]}, rewards[:n], resets[:n].to(torch.bool), out_extras
+        return self._rows(obs_dict, n), rewards[:n], resets[:n].to(torch.bool), out_extras

@@ -144,8 +144,9 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     if integrator:
         task_cfg["mujoco"]["integrator"] = integrator
     env = make(task, envs, sim="mujoco", seed=seed, task_cfg=task_cfg)
-    model = build_model(cfg, env, torch.device("cpu"))
-    checkpoint.load_model(model, checkpoint.load(path, torch.device("cpu")), path)
+    state = checkpoint.load(path, torch.device("cpu"))
+    model = build_model(cfg, env, torch.device("cpu"), states=int(state.get("num_states", 0)))  # (the actor alone)
+    checkpoint.load_model(model, state, path)
     model.eval()
     policy = mean_action(model)
     gait = GAITS[task]()

@@ -125,8 +125,8 @@ class ConcurrentBatches(SyncBatches):
             return None
         plan, slot, env = Plan(**saved["plan"]), saved["slot"], self.collector.env
         buffer = RolloutBuffer(plan.rollout_length, plan.num_envs, env.num_obs, env.num_actions,
-                               self.collector.device)
-        for name in BUFFER_FIELDS:
+                               self.collector.device, self.collector.num_states)
+        for name in BUFFER_FIELDS + (("states",) if buffer.states is not None else ()):
             getattr(buffer, name).copy_(saved["buffer"][name])
         self.collector.buffers[slot] = buffer
         info = dict(saved["info"])
@@ -147,6 +147,7 @@ def _collected_state(batch: Optional[Collected]) -> Optional[Dict[str, Any]]:
         return None
     return {
         "plan": dataclasses.asdict(batch.plan), "slot": batch.slot, "policy_version": batch.policy_version,
-        "concurrent": batch.concurrent, "buffer": {name: getattr(batch.buffer, name) for name in BUFFER_FIELDS},
+        "concurrent": batch.concurrent, "buffer": {name: getattr(batch.buffer, name) for name in BUFFER_FIELDS + ("states",)
+                                                    if getattr(batch.buffer, name) is not None},
         "info": dict(batch.info),
     }

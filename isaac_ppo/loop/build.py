@@ -19,6 +19,7 @@ from isaac_ppo.config import budgets
 from isaac_ppo.config.isaacgymenvs import isaacgym_options
 from isaac_ppo.diagnostics.probe import Probe
 from isaac_ppo.distributed import Local, cores
+from isaac_ppo.envs.contract import num_states
 from isaac_ppo.loop.evaluate import Evaluator
 from isaac_ppo.io import wandb_sink
 from isaac_ppo.io.checkpoint import Checkpointer
@@ -49,6 +50,8 @@ def _make_env(cfg: DictConfig, num_envs: int, seed: int, device: Optional[str], 
     from isaac_ppo.envs import make
 
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    if cfg.get("asymmetric"):  # the task's critic observations on (IsaacGymEnvs' key, which its tasks read)
+        task_cfg["env"] = dict(task_cfg["env"], asymmetric_observations=True)
     mujoco = task_cfg.get("mujoco") or {}
     if local_ranks > 1 and not mujoco.get("nthread"):  # 0 = every core: split them between the ranks
         task_cfg["mujoco"] = dict(mujoco, nthread=max(1, cores() // local_ranks))
@@ -56,11 +59,13 @@ def _make_env(cfg: DictConfig, num_envs: int, seed: int, device: Optional[str], 
                 isaacgym_options=isaacgym_options(cfg))
 
 
-def build_model(cfg: DictConfig, env: Any, device: torch.device) -> ActorCritic:
+def build_model(cfg: DictConfig, env: Any, device: torch.device, states: Optional[int] = None) -> ActorCritic:
+    """The run's actor-critic for env's shapes; states: the critic observation's size when not env's (play and
+    export rebuild a checkpoint's critic to load it, and then use the actor alone)."""
     agent, net = cfg.agent, cfg.agent.network
     return ActorCritic(
         env.num_obs, env.num_actions, list(net.hidden), net.activation, net.separate, net.init_log_std,
-        agent.normalize_input, agent.normalize_value,
+        agent.normalize_input, agent.normalize_value, num_states(env) if states is None else states,
     ).to(device)
 
 

@@ -16,7 +16,7 @@ import torch
 
 from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
 from isaac_ppo.agent.rollout import RolloutBuffer
-from isaac_ppo.envs.contract import nonfinite_rows, supports_active
+from isaac_ppo.envs.contract import nonfinite_rows, num_states, supports_active
 from isaac_ppo.envs.episodes import EpisodeTracker
 from isaac_ppo.errors import NonFiniteError, UserError
 from isaac_ppo.scheduler.plan import Plan
@@ -37,9 +37,15 @@ class SyncCollector:
         self.tracker = EpisodeTracker(env.num_envs, self.device, window)
         self.buffers: List[Optional[RolloutBuffer]] = [None, None]  # two: one is learned from, one filled
         self.obs: Optional[torch.Tensor] = None  # the active envs' current observations
+        self.num_states = num_states(env)
+        self.states: Optional[torch.Tensor] = None  # ... and their critic observations (asymmetric envs only)
 
     def reset(self) -> None:
-        self.obs = self.env.reset()["obs"]
+        self._observed(self.env.reset())
+
+    def _observed(self, obs_dict: Dict[str, torch.Tensor]) -> None:
+        self.obs = obs_dict["obs"]
+        self.states = obs_dict["states"] if self.num_states else None
 
     @torch.no_grad()
     def collect(self, plan: Plan, model: Optional[ActorCritic] = None, slot: int = 0) -> Tuple[RolloutBuffer, Dict[str, Any]]:
@@ -52,22 +58,25 @@ class SyncCollector:
         if self.obs.shape[0] != plan.num_envs:
             if not supports_active(env):
                 raise UserError(f"this env cannot change its active envs (num_envs={plan.num_envs})")
-            self.obs = env.set_active(plan.num_envs)["obs"]
+            self._observed(env.set_active(plan.num_envs))
         buf = self.buffers[slot]
         if buf is None or not buf.fits(plan.rollout_length, plan.num_envs):
-            buf = RolloutBuffer(plan.rollout_length, plan.num_envs, env.num_obs, env.num_actions, self.device)
+            buf = RolloutBuffer(plan.rollout_length, plan.num_envs, env.num_obs, env.num_actions, self.device,
+                                self.num_states)
             self.buffers[slot] = buf
         diverged = 0
         buf.log_std.copy_(model.log_std.detach())
-        obs = self.obs
+        obs, states = self.obs, self.states
         # time-outs whose bootstrap value is the next step's own critic value (an env without final_obs, as
         # Isaac Gym's: the observation returned with the reset flag is the terminal one)
         deferred: Optional[torch.Tensor] = None
         for t in range(plan.rollout_length):
-            mu, log_std, value = model(obs)
+            mu, log_std, value = evaluate(model, obs, states)
             noise = torch.randn(mu.shape, generator=self.generator, device=mu.device, dtype=mu.dtype)
             actions = mu + log_std.exp() * noise
             buf.obs[t] = obs
+            if states is not None:
+                buf.states[t] = states
             buf.actions[t] = actions
             buf.mu[t] = mu
             buf.log_probs[t] = gaussian_log_prob(actions, mu, log_std)
@@ -79,7 +88,8 @@ class SyncCollector:
             time_outs = extras["time_outs"]
             if "final_obs" in extras:
                 # a truncated episode would have gone on: bootstrap its value from the observation that ended it
-                bootstrap = self.gamma * self._time_out_values(model, extras["final_obs"], time_outs)
+                bootstrap = self.gamma * self._time_out_values(model, extras["final_obs"], time_outs,
+                                                               extras.get("final_states"))
                 buf.rewards[t] = rewards * self.reward_scale + bootstrap
             else:  # ... which is the next observation: its value comes with the next step's forward pass
                 buf.rewards[t] = rewards * self.reward_scale
@@ -87,29 +97,35 @@ class SyncCollector:
             buf.dones[t] = resets.to(buf.dones.dtype)
             diverged += extras.get("diverged", 0)
             obs = obs_dict["obs"]
-        self.obs = obs
-        last_values = model.denormalize_value(model(obs)[2])
+            states = obs_dict["states"] if states is not None else None
+        self.obs, self.states = obs, states
+        last_values = model.denormalize_value(evaluate(model, obs, states)[2])
         if deferred is not None:
             buf.rewards[-1] += self.gamma * last_values * deferred
-        self._check_finite(buf, obs)
+        self._check_finite(buf, obs, states)
         info = {"last_values": last_values, "diverged": diverged, "collect_s": time.perf_counter() - started}
         info.update(self.tracker.statistics())
         return buf, info
 
-    def _time_out_values(self, model: ActorCritic, final_obs: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
+    def _time_out_values(self, model: ActorCritic, final_obs: torch.Tensor, time_outs: torch.Tensor,
+                         final_states: Optional[torch.Tensor] = None) -> torch.Tensor:
         values = torch.zeros(time_outs.shape, device=final_obs.device)
         if final_obs.device.type == "cpu":
             ids = time_outs.nonzero().flatten()  # usually none: evaluate the critic on those rows only
             if ids.numel():
-                values[ids] = model.denormalize_value(model(final_obs[ids])[2])
+                states = final_states[ids] if final_states is not None else None
+                values[ids] = model.denormalize_value(evaluate(model, final_obs[ids], states)[2])
             return values
         # on a GPU a masked evaluation would sync every step: evaluate all rows instead
-        return model.denormalize_value(model(final_obs)[2]) * time_outs
+        return model.denormalize_value(evaluate(model, final_obs, final_states)[2]) * time_outs
 
-    def _check_finite(self, buf: RolloutBuffer, last_obs: torch.Tensor) -> None:
-        """The batch's observations (and the one after it), then its rewards; env ids named for observations."""
+    def _check_finite(self, buf: RolloutBuffer, last_obs: torch.Tensor, last_states: Optional[torch.Tensor] = None) -> None:
+        """The batch's observations (and the one after it; the critic's too), then its rewards; env ids named for
+        observations."""
         steps, envs = buf.rollout_length, buf.num_envs
         bad = torch.cat((nonfinite_rows(buf.obs.view(steps * envs, -1)) % envs, nonfinite_rows(last_obs)))
+        if buf.states is not None:
+            bad = torch.cat((bad, nonfinite_rows(buf.states.view(steps * envs, -1)) % envs, nonfinite_rows(last_states)))
         if bad.numel():
             ids = sorted(set(bad.tolist()))
             shown = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
@@ -119,6 +135,11 @@ class SyncCollector:
                 "non-finite reward (env reward times agent.reward_scale, or a time-out's bootstrapped value): "
                 "training stopped"
             )
+
+
+def evaluate(model: ActorCritic, obs: torch.Tensor, states: Optional[torch.Tensor]) -> Any:
+    """model's (mu, log_std, value) for obs, its critic given the env's critic observations when there are any."""
+    return model(obs) if states is None else model(obs, states)
 
 
 @dataclasses.dataclass

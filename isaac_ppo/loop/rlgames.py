@@ -63,9 +63,11 @@ def max_epochs(cfg: Any, num_envs: int) -> int:
     return epochs
 
 
-def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = None) -> Dict[str, Any]:
+def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = None,
+                 states: int = 0) -> Dict[str, Any]:
     """rl-games' `params` tree for cfg.agent (IsaacGymEnvs' cfg/train/<task>PPO.yaml is the model); device:
-    the env's (its tensors are rl-games' observations), default cfg.device."""
+    the env's (its tensors are rl-games' observations), default cfg.device; states: the env's critic observation
+    size (above 0: rl-games' central value trains the critic on it)."""
     agent, net = cfg.agent, cfg.agent.network
     device = str(device or cfg.device)
     run_dir = os.path.abspath(run_dir)
@@ -135,6 +137,37 @@ def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = 
             "bounds_loss_coef": agent.bounds_loss_coef,
             "games_to_track": cfg.agent.games_to_track,
             "torch_compile": False,
+            **({"central_value_config": central_value_config(cfg, num_envs)} if states else {}),
+        },
+    }
+
+
+def central_value_config(cfg: Any, num_envs: int) -> Dict[str, Any]:
+    """rl-games' central value (its critic over the env's critic observations, "states"), as IsaacGymEnvs' asymmetric
+    train YAMLs give it (ShadowHandPPOAsymm.yaml): the agent's own minibatch, epochs, learning rate and schedule,
+    and an MLP of the agent's sizes. rl-games trains it apart from the actor, with its own optimizer."""
+    agent, net = cfg.agent, cfg.agent.network
+    schedule = agent.lr_schedule
+    return {
+        "minibatch_size": agent_minibatch_size(cfg, num_envs),
+        "mini_epochs": agent.mini_epochs,
+        "learning_rate": agent.learning_rate,
+        "lr_schedule": None if schedule == "constant" else schedule,
+        "schedule_type": "legacy",
+        "kl_threshold": agent.kl_threshold,
+        "clip_value": agent.clip_value,
+        "normalize_input": agent.normalize_input,
+        "truncate_grads": agent.truncate_grads,
+        "network": {
+            "name": "actor_critic",
+            "central_value": True,
+            "mlp": {
+                "units": [int(u) for u in net.hidden],
+                "activation": net.activation,
+                "d2rl": False,
+                "initializer": {"name": "default"},
+                "regularizer": {"name": "None"},
+            },
         },
     }
 
@@ -150,6 +183,7 @@ def _vec_env_class() -> Any:
 
     import numpy as np
 
+    from isaac_ppo.envs.contract import num_states
     from isaac_ppo.envs.episodes import EpisodeTracker
 
     class IsaacPpoVecEnv(IVecEnv):
@@ -163,6 +197,8 @@ def _vec_env_class() -> Any:
             self.diverged = 0
             self.observation_space = spaces.Box(-np.inf, np.inf, (env.num_obs,), dtype=np.float32)
             self.action_space = spaces.Box(-1.0, 1.0, (env.num_actions,), dtype=np.float32)
+            states = num_states(env)  # rl-games' central value reads obs["states"] (IsaacGymEnvs' RLGPUEnv's)
+            self.state_space = spaces.Box(-np.inf, np.inf, (states,), dtype=np.float32) if states else None
 
         def step(self, actions: Any) -> Any:
             obs_dict, rewards, resets, extras = self.env.step(actions)
@@ -177,8 +213,11 @@ def _vec_env_class() -> Any:
             return 1
 
         def get_env_info(self) -> Dict[str, Any]:
-            return {"observation_space": self.observation_space, "action_space": self.action_space,
+            info = {"observation_space": self.observation_space, "action_space": self.action_space,
                     "agents": 1, "value_size": 1}
+            if self.state_space is not None:
+                info["state_space"] = self.state_space
+            return info
 
     return IsaacPpoVecEnv
 
@@ -346,7 +385,10 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
     from isaac_ppo.io.logger import RunLogger, write_config
     from isaac_ppo.loop.stops import StopRequests
 
-    params = build_params(cfg, env.num_envs, run_dir, str(getattr(env, "device", "") or cfg.device))
+    from isaac_ppo.envs.contract import num_states
+
+    params = build_params(cfg, env.num_envs, run_dir, str(getattr(env, "device", "") or cfg.device),
+                          num_states(env))
     write_config(run_dir, cfg)
     with open(os.path.join(run_dir, "rl_games_params.yaml"), "w") as f:
         f.write("# rl-games' params for this run, translated from cfg.agent by isaac_ppo/loop/rlgames.py\n")

@@ -37,6 +37,8 @@ SMALL = ["num_envs=64", "agent.minibatch_size=256", "max_iterations=1", "sim=muj
     ("task=Anymal task.env.randomCommandVelocityRanges.linear_x=[2.0,-2.0]",
      "task.env.randomCommandVelocityRanges.linear_x=[2.0, -2.0] is outside its domain: a pair [min, max], min <= max, "
      "of numbers in [-5, 5]"),
+    # issue 47: the critic's own observations asked of a task that has none
+    ("task=Cartpole asymmetric=true", "asymmetric=true: task=Cartpole has no critic observations"),
 ])
 def test_the_reported_cases_are_one_line_before_anything_is_made(tmp_path, override, message):
     with pytest.raises(UserError) as caught:
@@ -65,6 +67,17 @@ def test_a_bad_anymal_value_is_one_line_and_exit_2_before_any_folder(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         "isaac-ppo-train: task.env.control.stiffness=-85 is outside its domain: a number in (0, inf)"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_asymmetric_on_a_task_without_critic_observations_is_one_line_and_exit_2_before_any_folder(tmp_path):
+    """The CLI, as a user types it (issue 47's bad input)."""
+    done = subprocess.run([sys.executable, "-m", "isaac_ppo.train", "task=Ant", *SMALL, "asymmetric=true",
+                           f"runs_dir={tmp_path / 'runs'}"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("isaac-ppo-train: asymmetric=true: task=Ant has no critic "
+                                                   "observations"), lines
     assert os.listdir(tmp_path) == []
 
 
