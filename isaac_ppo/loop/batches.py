@@ -147,7 +147,8 @@ def _collected_state(batch: Optional[Collected]) -> Optional[Dict[str, Any]]:
         return None
     return {
         "plan": dataclasses.asdict(batch.plan), "slot": batch.slot, "policy_version": batch.policy_version,
-        "concurrent": batch.concurrent, "buffer": {name: getattr(batch.buffer, name) for name in BUFFER_FIELDS + ("states",)
-                                                    if getattr(batch.buffer, name) is not None},
+        "concurrent": batch.concurrent,
+        "buffer": {name: getattr(batch.buffer, name) for name in BUFFER_FIELDS + ("states",)
+                   if getattr(batch.buffer, name) is not None},  # (states: critic observations, when the env has any)
         "info": dict(batch.info),
     }

@@ -43,6 +43,11 @@ class SyncCollector:
     def reset(self) -> None:
         self._observed(self.env.reset())
 
+    def restore_observations(self, obs: torch.Tensor, states: Optional[torch.Tensor]) -> None:
+        """The current observations (and critic observations) a checkpoint saved, onto this collector's device."""
+        self.obs = obs.to(self.device)
+        self.states = states.to(self.device) if states is not None else None
+
     def _observed(self, obs_dict: Dict[str, torch.Tensor]) -> None:
         self.obs = obs_dict["obs"]
         self.states = obs_dict["states"] if self.num_states else None
@@ -119,13 +124,15 @@ class SyncCollector:
         # on a GPU a masked evaluation would sync every step: evaluate all rows instead
         return model.denormalize_value(evaluate(model, final_obs, final_states)[2]) * time_outs
 
-    def _check_finite(self, buf: RolloutBuffer, last_obs: torch.Tensor, last_states: Optional[torch.Tensor] = None) -> None:
+    def _check_finite(self, buf: RolloutBuffer, last_obs: torch.Tensor,
+                      last_states: Optional[torch.Tensor] = None) -> None:
         """The batch's observations (and the one after it; the critic's too), then its rewards; env ids named for
         observations."""
         steps, envs = buf.rollout_length, buf.num_envs
         bad = torch.cat((nonfinite_rows(buf.obs.view(steps * envs, -1)) % envs, nonfinite_rows(last_obs)))
         if buf.states is not None:
-            bad = torch.cat((bad, nonfinite_rows(buf.states.view(steps * envs, -1)) % envs, nonfinite_rows(last_states)))
+            states = buf.states.view(steps * envs, -1)
+            bad = torch.cat((bad, nonfinite_rows(states) % envs, nonfinite_rows(last_states)))
         if bad.numel():
             ids = sorted(set(bad.tolist()))
             shown = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")

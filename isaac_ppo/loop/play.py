@@ -34,7 +34,8 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
         state = checkpoint.load(checkpoint_path, device)
         if (state["num_obs"], state["num_actions"]) != (env.num_obs, env.num_actions):
             raise UserError(f"checkpoint {checkpoint_path} is for {state['task']}, not {cfg.task.name}: play with task={state['task']}")
-        model = build_model(cfg, env, device, states=int(state.get("num_states", 0)))  # (the actor plays alone)
+        # (a critic over critic observations is rebuilt only to load it: the actor plays alone)
+        model = build_model(cfg, env, device, states=int(state.get("num_states", 0)))
         checkpoint.load_model(model, state, checkpoint_path)
     model.eval()
     recorder = VideoRecorder(env, video_path) if video_path else None

@@ -13,7 +13,6 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from isaac_ppo.envs.contract import num_states
 from isaac_ppo.envs.episodes import DivergenceLimit
 from isaac_ppo.errors import NonFiniteError, RunFailure, UserError
 from isaac_ppo.io import checkpoint
@@ -203,8 +202,7 @@ class Runner:
         local = dict(self.batches.state_dict(), rng={
             "agent": self.ppo.generator.get_state(), "collect": self.collector.generator.get_state(),
             "probe": self.probe.state_dict(), "torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-            "eval": self.evaluator.state_dict(),
-            "python": random.getstate(),
+            "eval": self.evaluator.state_dict(), "python": random.getstate(),
         }, env=self.env.state_dict() if hasattr(self.env, "state_dict") else None, obs=self.collector.obs,
             states=self.collector.states, episodes=self.collector.tracker.state_dict())
         state = dict(local, ranks=self.comm.gather_objects(local)) if self.comm.world_size > 1 else dict(local)
@@ -214,15 +212,16 @@ class Runner:
             "counters": {"iteration": self.iteration, "env_steps": self.env_steps, "wall_s": self.wall_s},
             "world_size": self.comm.world_size, "best_return": self.checkpointer.best_return,
             "config": OmegaConf.to_yaml(self.cfg, resolve=True), "task": self.cfg.task.name,
-            "num_obs": self.env.num_obs, "num_actions": self.env.num_actions, "num_states": num_states(self.env),
+            "num_obs": self.env.num_obs, "num_actions": self.env.num_actions, "num_states": self.collector.num_states,
         })
         return state
 
     def policy_state(self) -> Dict[str, Any]:
         """What play and checkpoint= read (best.pt): the model with its normalisers, and what it is for."""
         return {"model": self.model.state_dict(), "task": self.cfg.task.name, "num_obs": self.env.num_obs,
-                "num_actions": self.env.num_actions, "num_states": num_states(self.env), "config": OmegaConf.to_yaml(self.cfg, resolve=True),
-                "counters": {"iteration": self.iteration, "env_steps": self.env_steps, "wall_s": self.wall_s}}
+                "num_actions": self.env.num_actions, "num_states": self.collector.num_states,
+                "config": OmegaConf.to_yaml(self.cfg, resolve=True), "counters": {
+                    "iteration": self.iteration, "env_steps": self.env_steps, "wall_s": self.wall_s}}
 
     def load_state_dict(self, state: Mapping[str, Any], path: str) -> None:
         check_resumable(state, path, self.cfg.task.name, self.env, self.comm.world_size)
@@ -246,7 +245,5 @@ class Runner:
         random.setstate(rng["python"])
         if mine["env"] is not None and hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(mine["env"])
-            self.collector.obs = mine["obs"].to(self.collector.device)
-            if mine.get("states") is not None:
-                self.collector.states = mine["states"].to(self.collector.device)
+            self.collector.restore_observations(mine["obs"], mine.get("states"))
         self.collector.tracker.load_state_dict(mine["episodes"])
