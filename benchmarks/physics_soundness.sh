@@ -9,6 +9,8 @@
 #   bash benchmarks/physics_soundness.sh measures [CANDIDATE ...]         # divergence rates, exploit replays
 #   bash benchmarks/physics_soundness.sh gait CANDIDATE CHECKPOINT ...    # gait checks of trained policies
 #
+# TRAIN_EXTRA (environment): more isaac-ppo-train overrides for the trainings, e.g. TRAIN_EXTRA=torch_threads=1 for
+# two runs pinned to one core each (taskset -c N): no oversubscribed core, and env steps are what they measure.
 # Results append to benchmarks/logs/{ant,humanoid}-physics-*-<date>.jsonl; runs go to runs/physics/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +41,7 @@ case $what in
       run=runs/physics/$candidate/adaptive_256x256/seed_$seed
       if [ ! -f "$run/metrics.json" ]; then
         # shellcheck disable=SC2046
-        isaac-ppo-train "${ANT_ARM[@]}" seed="$seed" $(physics_of "$candidate") hydra.run.dir="$run" \
+        isaac-ppo-train "${ANT_ARM[@]}" seed="$seed" $(physics_of "$candidate") hydra.run.dir="$run" ${TRAIN_EXTRA:-} \
           > "/tmp/physics-$candidate-$seed.log" 2>&1
       fi
       python benchmarks/physics_candidates.py gait "$candidate" "$run/checkpoints/last.pt" --envs 64 --steps 1000 \
@@ -51,7 +53,7 @@ case $what in
       run=runs/physics/humanoid_cpu/seed_$seed
       if [ ! -f "$run/metrics.json" ]; then
         isaac-ppo-train task=Humanoid sim=mujoco profile=cpu diagnostics=off seed="$seed" max_env_steps=8000000 \
-          save_interval_iterations=50 hydra.run.dir="$run" > "/tmp/physics-humanoid-$seed.log" 2>&1
+          save_interval_iterations=50 hydra.run.dir="$run" ${TRAIN_EXTRA:-} > "/tmp/physics-humanoid-$seed.log" 2>&1
       fi
       for refine in 1 2 4; do
         python benchmarks/gait_check.py "$run/checkpoints/last.pt" --task Humanoid --envs 64 --steps 1000 \
