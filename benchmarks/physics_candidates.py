@@ -41,6 +41,8 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "euler_240x4": {"integrator": "euler", "timestep": 1 / 240, "substeps": 4},
     "implicitfast_120x2": {"integrator": "implicitfast", "timestep": 1 / 120, "substeps": 2},
     "euler_120x2": {"integrator": "euler", "timestep": 1 / 120, "substeps": 2},  # the exploited port, for scale
+    # the port as issue 21 found it exploited: Euler at 2 x 1/120 s on the model file's 0.02 s floor
+    "euler_120x2_tc20": {"integrator": "euler", "timestep": 1 / 120, "substeps": 2, "contact_timeconst": 0.02},
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPLOITS = [os.path.join(HERE, "..", "tests", "data", "ant_policies", name)
