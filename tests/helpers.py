@@ -4,10 +4,12 @@ from __future__ import annotations
 import contextlib
 import glob
 import io
+import math
 import os
 from types import SimpleNamespace
 from typing import Optional
 
+import numpy as np
 import pytest
 import torch
 
@@ -68,3 +70,18 @@ def train_in_process(runs_dir: str, *overrides: str) -> SimpleNamespace:
     with contextlib.redirect_stdout(out):
         summary = run(cfg, run_dir=run_dir)
     return SimpleNamespace(run_dir=run_dir, stdout=out.getvalue(), summary=summary)
+
+
+# a body's orientation for semantics tests with known answers (MuJoCo's quaternion order: w, x, y, z)
+def quat_about(axis, angle):
+    axis = np.asarray(axis, dtype=np.float64) / np.linalg.norm(axis)
+    return np.concatenate(([math.cos(angle / 2)], math.sin(angle / 2) * axis))
+
+
+def rotation_matrix(q):
+    w, x, y, z = q
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])

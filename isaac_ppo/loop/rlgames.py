@@ -89,13 +89,7 @@ def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = 
                     "fixed_sigma": True,
                 }
             },
-            "mlp": {
-                "units": [int(u) for u in net.hidden],
-                "activation": net.activation,
-                "d2rl": False,
-                "initializer": {"name": "default"},
-                "regularizer": {"name": "None"},
-            },
+            "mlp": mlp_params(net),
         },
         "config": {
             "name": cfg.task.name,
@@ -142,6 +136,17 @@ def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = 
     }
 
 
+def mlp_params(net: Any) -> Dict[str, Any]:
+    """rl-games' MLP of cfg.agent.network's sizes and activation (the actor-critic's, and its central value's)."""
+    return {
+        "units": [int(u) for u in net.hidden],
+        "activation": net.activation,
+        "d2rl": False,
+        "initializer": {"name": "default"},
+        "regularizer": {"name": "None"},
+    }
+
+
 def central_value_config(cfg: Any, num_envs: int) -> Dict[str, Any]:
     """rl-games' central value (its critic over the env's critic observations, "states"), as IsaacGymEnvs' asymmetric
     train YAMLs give it (ShadowHandPPOAsymm.yaml): the agent's own minibatch, epochs, learning rate and schedule,
@@ -161,13 +166,7 @@ def central_value_config(cfg: Any, num_envs: int) -> Dict[str, Any]:
         "network": {
             "name": "actor_critic",
             "central_value": True,
-            "mlp": {
-                "units": [int(u) for u in net.hidden],
-                "activation": net.activation,
-                "d2rl": False,
-                "initializer": {"name": "default"},
-                "regularizer": {"name": "None"},
-            },
+            "mlp": mlp_params(net),
         },
     }
 

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import quat_about, rotation_matrix
+
 from isaac_ppo.envs import make
 from isaac_ppo.tasks.legged.common import feet_air_time_step
 
@@ -18,19 +20,6 @@ DEFAULT = {"LF_HAA": 0.03, "LH_HAA": 0.03, "RF_HAA": -0.03, "RH_HAA": -0.03, "LF
            "RF_HFE": 0.4, "RH_HFE": -0.4, "LF_KFE": -0.8, "LH_KFE": 0.8, "RF_KFE": -0.8, "RH_KFE": 0.8}
 JOINT_ORDER = [f"{leg}_{joint}" for leg in ("LF", "LH", "RF", "RH") for joint in ("HAA", "HFE", "KFE")]
 
-
-def quat_about(axis, angle):
-    axis = np.asarray(axis, dtype=np.float64) / np.linalg.norm(axis)
-    return np.concatenate(([math.cos(angle / 2)], math.sin(angle / 2) * axis))
-
-
-def rotation_matrix(q):
-    w, x, y, z = q
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
 
 
 def upside_down_in_the_floor(env, i):

@@ -8,22 +8,11 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import quat_about, rotation_matrix
+
 from isaac_ppo.envs import make
 from isaac_ppo.tasks.classic.cartpole import cartpole_reward
 
-
-def quat_about(axis, angle):
-    axis = np.asarray(axis, dtype=np.float64) / np.linalg.norm(axis)
-    return np.concatenate(([math.cos(angle / 2)], math.sin(angle / 2) * axis))
-
-
-def rotation_matrix(q):
-    w, x, y, z = q
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
 
 
 def test_ant_observation_slices_on_a_constructed_state():
