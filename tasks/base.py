@@ -226,12 +226,10 @@ class MujocoTask:
             "final_obs": packed[:, num_obs : 2 * num_obs],
             "diverged": diverged_count,
             "diverged_envs": diverged.to(self.device),
-            # (a diverged simulation's terms are zero, as its reward; masked only on a step that has one)
-            "reward_terms": {name: (term.masked_fill(diverged, 0.0) if diverged_count else term).to(self.device)
-                             for name, term in self.reward_terms.items()},
-            # (a diverged simulation's measures are garbage: zero, as its terms; readers skip diverged_envs)
-            "measures": {name: (value.masked_fill(diverged, 0.0) if diverged_count else value).to(self.device)
-                         for name, value in self.measures.items()},
+            # (a diverged simulation's terms are zero, as its reward, and so are its measures, which are garbage:
+            # readers skip diverged_envs)
+            "reward_terms": self._zeroed(self.reward_terms, diverged, diverged_count),
+            "measures": self._zeroed(self.measures, diverged, diverged_count),
         }
         if num_states:
             obs_dict["states"] = packed[:, states_at:final_states_at]
@@ -287,6 +285,13 @@ class MujocoTask:
             out["states"] = self.compute_states(obs, sel)
         return {key: (value.clamp(-self.clip_obs, self.clip_obs) if math.isfinite(self.clip_obs) else value
                       ).to(self.device) for key, value in out.items()}
+
+    def _zeroed(self, per_env: Dict[str, torch.Tensor], diverged: torch.Tensor,
+                diverged_count: int) -> Dict[str, torch.Tensor]:
+        """per_env's tensors on the learner's device, zero for the diverged envs (masked only on a step that has
+        one)."""
+        return {name: (value.masked_fill(diverged, 0.0) if diverged_count else value).to(self.device)
+                for name, value in per_env.items()}
 
     def _clip_into(self, dst: torch.Tensor, obs: torch.Tensor) -> None:
         if math.isfinite(self.clip_obs):
