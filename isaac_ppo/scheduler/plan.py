@@ -158,8 +158,8 @@ def build_scheduler(cfg: Any) -> Scheduler:
     module_name, _, class_name = str(target).rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as error:
-        raise UserError(f"scheduler._target_={target}: cannot import it ({error})") from None
+    except (ImportError, AttributeError, TypeError, ValueError) as error:  # (a relative or empty module name: the
+        raise UserError(f"scheduler._target_={target}: cannot import it ({error})") from None  # last two)
     if not (isinstance(cls, type) and issubclass(cls, Scheduler)):
         raise UserError(f"scheduler._target_={target} is not a subclass of isaac_ppo.scheduler.Scheduler")
     try:

@@ -202,6 +202,7 @@ def test_a_users_own_scheduler_through_target():
 
 @pytest.mark.parametrize("node,message", [
     ({"_target_": "no_such_module.Sched"}, r"scheduler._target_=no_such_module.Sched: cannot import it"),
+    ({"_target_": ".Sched"}, r"scheduler._target_=.Sched: cannot import it"),  # (a relative module name: the fuzzer)
     ({"_target_": "isaac_ppo.scheduler.plan.Plan"}, r"is not a subclass of isaac_ppo.scheduler.Scheduler"),
     ({"_target_": None}, r"scheduler._target_=None must name a class"),
     ({"_target_": "isaac_ppo.scheduler.fixed.FixedScheduler", "speed": 3}, r"unexpected keyword argument 'speed'"),
