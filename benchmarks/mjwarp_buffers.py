@@ -8,7 +8,7 @@ constraint rules; MuJoCo Warp is the float32 port), read after every physics sub
 kinds of actions: uniform random, bang-bang (+-1, the violent end), and, given a checkpoint of the task, the
 trained policy's mean action (a walking robot: feet strike, then lift).
 
-  python benchmarks/mjwarp_buffers.py [--envs 256] [--steps 1000] [--checkpoint TASK=PATH ...]
+  python benchmarks/mjwarp_buffers.py [--envs 256] [--steps 1000] [--tasks A,B] [--checkpoint TASK=PATH ...]
 """
 from __future__ import annotations
 
@@ -67,10 +67,11 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=256)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--checkpoint", action="append", default=[], help="TASK=PATH of a trained policy")
+    parser.add_argument("--tasks", default="Cartpole,Ant,Humanoid,Anymal,BallBalance", help="comma-separated")
     args = parser.parse_args()
     torch.set_num_threads(1)
     checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
-    for task in ("Cartpole", "Ant", "Humanoid", "Anymal"):
+    for task in args.tasks.split(","):
         for actions in ("random", "bang-bang"):
             print(json.dumps(measure(task, args.envs, args.steps, actions)), flush=True)
         if task in checkpoints:

@@ -16,11 +16,14 @@ TASKS = {
     "Ant": "isaac_ppo.tasks.locomotion.ant:Ant",
     "Humanoid": "isaac_ppo.tasks.locomotion.humanoid:Humanoid",
     "Anymal": "isaac_ppo.tasks.legged.anymal:Anymal",
+    "BallBalance": "isaac_ppo.tasks.classic.ball_balance:BallBalance",
 }
 
 
 # the tasks with critic observations (asymmetric=true: IsaacGymEnvs' states, for the critic alone), and what they add
-CRITIC_OBSERVATIONS: Dict[str, str] = {}
+CRITIC_OBSERVATIONS = {
+    "BallBalance": "the tray's pose and velocity, the knees' position targets and the ball's spin (ours)",
+}
 
 
 def task_class(name: str) -> Any:

@@ -51,7 +51,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--mjwarp-all-models"):
         return
-    skip = pytest.mark.skip(reason="sim=mjwarp on Ant/Humanoid: pytest --mjwarp-all-models runs it")
+    skip = pytest.mark.skip(reason="sim=mjwarp on a task other than Cartpole: pytest --mjwarp-all-models runs it")
     for item in items:
         if "mjwarp_models" in item.keywords:
             item.add_marker(skip)

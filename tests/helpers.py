@@ -85,3 +85,26 @@ def rotation_matrix(q):
         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
         [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
     ])
+
+
+# BallBalance (issue 47): the masses of its model and a ball at rest on its tray, for its semantics tests on either
+# simulator (tests/integration/test_ball_balance.py, test_mjwarp.py)
+G = 9.81
+TRAY_MASS = math.pi * 0.5 ** 2 * 0.02 * 100  # cylinder r 0.5 m, 0.02 m thick, density 100
+BALL_MASS = 4.0 / 3.0 * math.pi * 0.1 ** 3 * 200  # sphere r 0.1 m, density 200
+TRAY_AND_BALL_WEIGHT = (TRAY_MASS + BALL_MASS) * G
+TRAY_TOP = 0.559117 + 0.01
+
+
+def rest_the_ball_on_the_tray(env, steps: int = 200):
+    """The ball put at rest on the tray's centre, then zero actions for steps control steps: the legs' forces on the
+    tray, (envs, 3, 3) in the tray's frame, on the CPU (the episodes must not end)."""
+    env.reset()
+    everyone = slice(0, env.num_envs)
+    env.qpos[:, 13:16] = torch.tensor([0.0, 0.0, TRAY_TOP + 0.1], dtype=env.qpos.dtype, device=env.qpos.device)
+    env.qvel[:, 12:18] = 0.0
+    for _ in range(steps):
+        _, reward, resets, extras = env.step(torch.zeros(env.num_envs, 3))
+        assert not resets.any() and extras["diverged"] == 0
+    assert reward.min() > 0.95  # the ball at rest 0.03 m from (0, 0, 0.7)
+    return env.tray_wrenches(everyone)[0].cpu()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 from isaac_ppo.envs.contract import nonfinite_rows
@@ -31,6 +32,8 @@ INSTALL_HINT = ("sim=mjwarp needs MuJoCo Warp (Python >= 3.11): pip install 'isa
 # the per-world arrays whose values the next step depends on (besides the derived fields a task reads);
 # what a checkpoint carries and what the inactive worlds keep across a step of the others
 STATE_FIELDS = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "time")
+# mujoco.mjtEq: connect (0) and weld (1), whose J-dot-v MuJoCo Warp reads from stale body velocities (WarpSim)
+STALE_VELOCITY_EQUALITIES = (0, 1)
 
 
 def import_warp() -> Tuple[Any, Any]:
@@ -91,7 +94,9 @@ class WarpSim:
         print(f"[mjwarp] {num_envs} worlds on {self.wp_device}: loading kernels (compiled on first use, then cached "
               "in WARP_CACHE_PATH, default ~/.cache/warp; ~30 s for a first model on a 2-core CPU)", file=sys.stderr,
               flush=True)
-        self._forward_graph = self._record(lambda: mjw.forward(self.m, self.d))
+        # (connect and weld equality constraints: see _fresh_body_velocities)
+        self._stale_velocities_read = bool(np.isin(model.eq_type, STALE_VELOCITY_EQUALITIES).any())
+        self._forward_graph = self._record(lambda: (self._fresh_body_velocities(), mjw.forward(self.m, self.d)))
         # (the reset reads the selection mask in place: one recording serves every selection)
         self._reset_graph = self._record(lambda: mjw.reset_data(self.m, self.d, reset=self._selected_wp))
         self._step_graph(int(sim_cfg["substeps"]))  # (recorded now: the task's substeps; others when first asked)
@@ -152,8 +157,23 @@ class WarpSim:
 
     def _step_graph(self, substeps: int) -> Any:
         if substeps not in self._graphs:
-            self._graphs[substeps] = self._record(lambda: [self.mjw.step(self.m, self.d) for _ in range(substeps)])
+            self._graphs[substeps] = self._record(
+                lambda: [(self._fresh_body_velocities(), self.mjw.step(self.m, self.d)) for _ in range(substeps)])
         return self._graphs[substeps]
+
+    def _fresh_body_velocities(self) -> None:
+        """Body positions and velocities (cvel, cdof_dot) of the current state, before a step or forward pass reads
+        them, on models with connect or weld equality constraints. MuJoCo Warp 4.0.0 builds those constraints' J-dot-v
+        term (reference acceleration) in the position stage from cvel and cdof_dot, which the velocity stage
+        computes later in the same pass: it reads the previous step's values, or whatever a reset or a state write
+        left (NaN after a diverged world). Measured on BallBalance (three connect constraints, from the same state
+        and controls): against MuJoCo's C engine 2.2e-4 apart on qvel after 2 steps and 1e-3 after 10 without this,
+        1.5e-6 and 4e-6 with it; and a resumed env stepped 0.83 away on its first step without it, bit for bit with it.
+        Recorded into the graphs, once per physics step; models without such constraints skip it."""
+        if self._stale_velocities_read:
+            self.mjw.kinematics(self.m, self.d)
+            self.mjw.com_pos(self.m, self.d)
+            self.mjw.com_vel(self.m, self.d)
 
     def _select(self, ids: torch.Tensor) -> None:
         self._selected.zero_()

@@ -3,7 +3,7 @@ MuJoCo Warp (sim=mjwarp, on its CPU device here). What a step returns, when flag
 the active subset, determinism, reward terms, divergence, and exact resume: the same assertions on both.
 
 sim=mjwarp runs on Cartpole in the default suite (its kernels compile once per model, ~1-2 minutes on an empty
-cache: tests/conftest.py); on Ant, Humanoid and Anymal with --mjwarp-all-models. The mjwarp cases share one xdist
+cache: tests/conftest.py); on Ant, Humanoid, Anymal and BallBalance with --mjwarp-all-models. The mjwarp cases share one xdist
 worker (xdist_group), so the suite compiles them once. `--mjwarp-device=cuda` (tests/conftest.py) puts the mjwarp
 envs on a GPU instead.
 """
@@ -33,16 +33,20 @@ def case(sim: str, task: str):
     return pytest.param(sim, task, marks=marks, id=f"{sim}-{task}")
 
 
-CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in ("Cartpole", "Ant", "Humanoid", "Anymal")]
-SHAPES = {"Cartpole": (4, 1, 500), "Ant": (60, 8, 1000), "Humanoid": (108, 21, 1000), "Anymal": (48, 12, 2500)}
+CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in ("Cartpole", "Ant", "Humanoid", "Anymal",
+                                                                      "BallBalance")]
+SHAPES = {"Cartpole": (4, 1, 500), "Ant": (60, 8, 1000), "Humanoid": (108, 21, 1000), "Anymal": (48, 12, 2500),
+          "BallBalance": (24, 3, 500)}
 # the reward's terms each task reports (extras["reward_terms"]), as IsaacGymEnvs' reward functions add them up
 TERMS = {
     "Cartpole": ["alive", "pole_angle", "cart_velocity", "pole_velocity", "death"],
     "Ant": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
     "Humanoid": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
     "Anymal": ["lin_vel_xy", "ang_vel_z", "torque", "clip"],  # (no death cost: a fall just ends the episode)
+    "BallBalance": ["balance"],  # (one product: 1 / (1 + distance) x 1 / (1 + speed))
 }
 CONTROL_STEP = {"Anymal": 0.02}  # the tasks whose episodes are given in seconds (env.learn.episodeLength_s)
+EPISODE_KEY = {"BallBalance": "maxEpisodeLength"}  # the tasks whose episode length has IsaacGymEnvs' other name
 
 
 def build(sim: str, task: str, num_envs: int, episodeLength=None, **kwargs):
@@ -50,7 +54,7 @@ def build(sim: str, task: str, num_envs: int, episodeLength=None, **kwargs):
         if task in CONTROL_STEP:
             kwargs["learn"] = {"episodeLength_s": episodeLength * CONTROL_STEP[task]}
         else:
-            kwargs["episodeLength"] = episodeLength
+            kwargs[EPISODE_KEY.get(task, "episodeLength")] = episodeLength
     if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
         require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
     return make(task, num_envs, sim=sim, device=MJWARP_DEVICE if sim == "mjwarp" else "cpu", **kwargs)
@@ -75,6 +79,10 @@ def knock_down(env, task: str, ids) -> None:
     if task == "Cartpole":
         env.qpos[ids, 0] = 2.99  # the cart at the edge ...
         env.qvel[ids, 0] = 5.0  # ... and leaving
+    elif task == "BallBalance":  # the ball beside the robot, its centre below 1.5 radii (0.15 m)
+        env.qpos[ids, 13] = 2.0
+        env.qpos[ids, 14] = 0.0
+        env.qpos[ids, 15] = 0.12
     elif task == "Anymal":  # upside down, the top of the base (its lidar cage) 3.5 mm in the floor: a base contact
         env.qpos[ids, 2] = 0.26
         env.qpos[ids, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=env.qpos.dtype, device=env.qpos.device)
@@ -125,8 +133,9 @@ def test_time_out_resets_inside_the_step_and_final_obs_is_the_terminal_one(sim, 
     assert not torch.equal(obs["obs"], extras["final_obs"])  # obs: the new episode's first observation
     assert obs["obs"].abs().max() < 10 and first.shape == obs["obs"].shape
     if task != "Cartpole":
-        assert torch.all(obs["obs"][:, -env.num_actions:] == 0)  # last actions start at zero
-        torch.testing.assert_close(obs["obs"][:, 0], first[:, 0])  # the start height
+        if task != "BallBalance":  # (its observation holds no last actions)
+            assert torch.all(obs["obs"][:, -env.num_actions:] == 0)  # last actions start at zero
+        torch.testing.assert_close(obs["obs"][:, 0], first[:, 0])  # the start height (BallBalance: knee 0's angle)
 
 
 @pytest.mark.parametrize("sim,task", CASES)

@@ -1,6 +1,6 @@
 """sim=mjwarp: MuJoCo Warp against mujoco.batch from the same state and controls, what only MuJoCo Warp needs
 (overflowed buffers, the choice sim=auto makes), and a run that learns on it. On Warp's CPU device; Cartpole in
-the default suite, Ant, Humanoid and Anymal with --mjwarp-all-models (tests/conftest.py); with --mjwarp-device=cuda the
+the default suite, Ant, Humanoid, Anymal and BallBalance with --mjwarp-all-models (tests/conftest.py); with --mjwarp-device=cuda the
 equivalence tests put MuJoCo Warp on a GPU, and compare it with Warp's CPU device too. The contract itself, on both
 backends, is tests/integration/test_backend_contract.py."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 import pytest
 import torch
 
-from helpers import require_system, train_in_process
+from helpers import TRAY_AND_BALL_WEIGHT, require_system, rest_the_ball_on_the_tray, train_in_process
 from isaac_ppo.envs import make
 from isaac_ppo.envs.make import resolve_sim
 
@@ -56,7 +56,7 @@ def same_start(task: str, num_envs: int = 6, seed: int = 4, reference: str = "mu
 
 
 @pytest.mark.parametrize("reference", ["mujoco", "mjwarp"])
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal"))
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance"))
 def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
     """1 physics step, then 1/12 s of simulated time (at most 10 steps) from the same state with the same controls
     (MuJoCo Warp is float32, mujoco.batch float64; contacts and limits switch discontinuously, so longer horizons
@@ -80,7 +80,7 @@ def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
         torch.testing.assert_close(warp.qvel.double().cpu(), batch.qvel.double(), rtol=0, atol=qvel_tol)
 
 
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal"))
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance"))
 def test_task_observations_and_rewards_from_the_same_state_match(task):
     """The task's semantics (one definition, tasks/) read each simulator's state and derived fields (the foot
     force sensors, the actuator forces) to the same observations and rewards, within float32."""
@@ -137,6 +137,18 @@ def test_the_anymal_stands_on_both_backends_and_its_contact_sensors_carry_its_we
         others = env.contact_forces(everyone, ("base", "LF_THIGH", "LH_THIGH", "RF_THIGH", "RH_THIGH")).cpu()
         torch.testing.assert_close(feet[:, :, 2].sum(dim=1), torch.full((8,), weight), rtol=0.02, atol=0.0)
         assert others.abs().max() == 0.0 and obs["obs"][:, 8].max() < -0.99, sim
+
+
+@pytest.mark.mjwarp_models
+def test_a_ball_at_rest_on_the_tray_weighs_on_the_hip_sensors_on_both_backends():
+    """BallBalance's force-torque readings are the same physics on either simulator: a ball put at rest on the tray's
+    centre stays there for 2 s of zero actions, and the three legs' vertical forces on the tray add up to the weight
+    of the tray and the ball (1.571 + 0.838 kg)."""
+    for sim, device in (("mujoco", "cpu"), ("mjwarp", DEVICE)):
+        env = make("BallBalance", 4, sim=sim, seed=3, device=device)
+        forces = rest_the_ball_on_the_tray(env)
+        torch.testing.assert_close(forces[:, :, 2].sum(dim=1), torch.full((4,), TRAY_AND_BALL_WEIGHT), rtol=0.005,
+                                   atol=0.0)
 
 
 def test_sim_auto_takes_mujoco_warp_only_for_a_cuda_device():

@@ -286,6 +286,22 @@ sim:
 task:
   randomize: False
 """
+# IsaacGymEnvs' BallBalance.yaml in miniature (it has no critic observations: asymmetric_observations is ours)
+FAKE_BALL_BALANCE_TASK = """
+name: BallBalance
+env:
+  numEnvs: ${resolve_default:4096,${...num_envs}}
+  envSpacing: 2.0
+  maxEpisodeLength: 500
+  actionSpeedScale: 20
+  clipObservations: 5.0
+  clipActions: 1.0
+sim:
+  dt: 0.01
+  substeps: 1
+task:
+  randomize: False
+"""
 FAKE_INIT = """
 from omegaconf import OmegaConf
 
@@ -317,6 +333,7 @@ def _install_fake_isaacgym(monkeypatch, tmp_path, with_envs=True):
     for name in ("Ant", "Humanoid"):
         (package / "cfg" / "task" / f"{name}.yaml").write_text(FAKE_TASK.format(name=name))
     (package / "cfg" / "task" / "Anymal.yaml").write_text(FAKE_ANYMAL_TASK)
+    (package / "cfg" / "task" / "BallBalance.yaml").write_text(FAKE_BALL_BALANCE_TASK)
     spec = importlib.util.spec_from_file_location("isaacgymenvs", str(package / "__init__.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -439,6 +456,29 @@ def test_sim_isaacgym_task_anymal_is_isaacgymenvs_anymal_with_the_same_overrides
     assert task["env"]["randomCommandVelocityRanges"]["linear_x"] == [0.0, 1.5]
     assert task["env"]["randomCommandVelocityRanges"]["yaw"] == [-1.0, 1.0]  # (unchanged: IsaacGymEnvs' own)
     assert task["sim"] == {"dt": 0.02, "substeps": 2} and "mujoco" not in task
+
+
+def test_sim_isaacgym_task_ballbalance_is_isaacgymenvs_ballbalance_with_the_same_overrides(monkeypatch, tmp_path):
+    """task=BallBalance on sim=isaacgym: IsaacGymEnvs' own BallBalance from its own BallBalance.yaml, the user's
+    changes forwarded; its critic observations are the port's own (IsaacGymEnvs' BallBalance has none), so asking
+    for them there is refused in one line, before IsaacGymEnvs builds anything."""
+    from isaac_ppo.envs.make import load_task_config
+
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
+    ours = load_task_config("BallBalance")
+    ours.env.maxEpisodeLength = 300
+    ours.env.actionSpeedScale = 10
+    make("BallBalance", 16, sim="isaacgym", seed=1, device="cuda:0", task_cfg=ours)
+    task = _task(calls)
+    assert calls[-1]["task"] == "BallBalance" and task["env"]["numEnvs"] == 16
+    assert task["env"]["maxEpisodeLength"] == 300 and task["env"]["actionSpeedScale"] == 10
+    assert task["sim"] == {"dt": 0.01, "substeps": 1} and "mujoco" not in task
+    assert "asymmetric_observations" not in task["env"]
+    ours.env.asymmetric_observations = True
+    before = len(calls)
+    with pytest.raises(UserError, match="asymmetric_observations"):
+        make("BallBalance", 16, sim="isaacgym", seed=1, device="cuda:0", task_cfg=ours)
+    assert len(calls) == before
 
 
 def test_make_env_with_fake_modules(monkeypatch, tmp_path):
