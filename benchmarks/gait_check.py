@@ -4,13 +4,15 @@ simulations that diverged (stopped by the task's bounds) during the replay, and 
 the world's, 5% and 50% quantiles, 1 upright; the median torso height). A walking Ant of this port moves at
 ~7 m/s; see isaac_ppo/lab/gait.py. An Anymal (--task Anymal) gets its own measures: the base's speed over the ground
 (50/90/99% and mean, m/s), its mean velocity-tracking errors (xy in m/s, yaw rate in rad/s, in the base frame as its
-reward), the reward a step, the share of envs that fell (a terminal contact) and the diverged simulations.
+reward), the reward a step, the share of envs that fell (a terminal contact) and the diverged simulations. A
+BallBalance (--task BallBalance): the ball's distance from its target point (50/90% and mean, m) and speed (mean,
+m/s), the reward a step and the share of envs that dropped the ball.
 
   python benchmarks/gait_check.py runs/study/paper_ant/runs/*/seed_*/checkpoints/last.pt [--task Ant] [--envs 64]
 
 Where does an exploit live? Replay the same policy under other physics: --integrator (euler, rk4, implicit,
 implicitfast; default the model file's) and --refine K (K times finer physics steps, K times as many a control
-step: the same control step, Ant's 1/60 s, Anymal's 20 ms). An exploit of integration error shrinks as K grows; a
+step: the same control step, Ant's 1/60 s, Anymal's 20 ms, BallBalance's 10 ms). An exploit of integration error shrinks as K grows; a
 walking gait does not.
 
   python benchmarks/gait_check.py RUN/checkpoints/last.pt --task Anymal --refine 2

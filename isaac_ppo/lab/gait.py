@@ -16,7 +16,8 @@ benchmarks/gait_check.py runs it on any checkpoint.
 A legged robot under velocity commands (Anymal) is paid for tracking its command, not for speed: its gait is
 measured by its base's speed over the ground, its velocity-tracking errors (the task's measures, m/s and rad/s),
 its reward a step and the share of envs that fell (issue 45 deliver 4: the speed and the tracking error must hold
-at 2x and 4x finer physics steps). GAITS says which measures each task gets.
+at 2x and 4x finer physics steps). BallBalance is measured by where its ball is kept and how still, its reward a
+step and the envs that dropped the ball. GAITS says which measures each task gets.
 """
 from __future__ import annotations
 
@@ -107,8 +108,42 @@ class LeggedGait:
                 "diverged": self.diverged}
 
 
+class BalanceGait:
+    """BallBalance's: where the ball is kept and how still (the task's measures: its distance from the target point,
+    m, and its speed, m/s, the two factors of the reward), the reward a step, and the share of envs that dropped the
+    ball (its only terminal state). An exploit of the tray's drives or the feet's constraints would hold the ball by
+    physics that finer steps do not reproduce. Steps of a diverged simulation enter no mean."""
+
+    def __init__(self) -> None:
+        self.distances: List[torch.Tensor] = []
+        self.speeds: List[torch.Tensor] = []
+        self.rewards: List[torch.Tensor] = []
+        self.dropped: Optional[torch.Tensor] = None
+        self.diverged = 0
+
+    def observe(self, env: Any, obs: torch.Tensor, reward: torch.Tensor, resets: torch.Tensor,
+                extras: Dict[str, Any]) -> None:
+        kept = ~extras.get("diverged_envs", torch.zeros_like(resets)).bool()
+        self.distances.append(extras["measures"]["ball_distance_m"][kept])
+        self.speeds.append(extras["measures"]["ball_speed_mps"][kept])
+        self.rewards.append(reward[kept])
+        terminal = resets.bool() & ~extras["time_outs"].bool() & kept
+        self.dropped = terminal if self.dropped is None else self.dropped | terminal
+        self.diverged += int(extras.get("diverged", 0))
+
+    def summary(self) -> Dict[str, Any]:
+        distance = torch.cat(self.distances)
+        return {"ball_distance_m_p50_p90": _quantiles(distance, 0.5, 0.9),
+                "ball_distance_m_mean": round(float(distance.mean()), 3),
+                "ball_speed_mps_mean": round(float(torch.cat(self.speeds).mean()), 3),
+                "reward_per_step_mean": round(float(torch.cat(self.rewards).mean()), 4),
+                "dropped_env_fraction": round(float(self.dropped.float().mean()), 3),
+                "diverged": self.diverged}
+
+
 # the one place that says, per task, which quantities its gait is measured by
-GAITS = dict({task: LocomotionGait for task in LOCOMOTION}, **{task: LeggedGait for task in LEGGED})
+GAITS = dict({task: LocomotionGait for task in LOCOMOTION}, **{task: LeggedGait for task in LEGGED},
+             BallBalance=BalanceGait)
 
 
 def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed: int = 0,

@@ -1,0 +1,52 @@
+"""The gait check (isaac_ppo/lab/gait.py) on the tasks that are not Ant or Humanoid: a checkpoint of one iteration
+replayed at the run's physics and at 2x finer steps, each task measured by its own quantities (GAITS). (Ant's:
+tests/integration/test_study.py, through a study.)"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from helpers import train_in_process
+from isaac_ppo.lab.gait import GAITS, check
+
+pytestmark = pytest.mark.slow
+
+SMALL = ["sim=mujoco", "num_envs=16", "agent.horizon=16", "agent.minibatch_size=128", "max_iterations=1",
+         "diagnostics=off", "eval.interval_env_steps=0", "eval.final=false", "save_interval_iterations=1"]
+
+
+def last_checkpoint(tmp_path, task: str) -> str:
+    run = train_in_process(str(tmp_path), f"task={task}", *SMALL)
+    path = os.path.join(run.run_dir, "checkpoints", "last.pt")
+    assert os.path.isfile(path)
+    return path
+
+
+def test_ballbalance_is_measured_by_where_the_ball_is_kept_at_its_physics_and_finer(tmp_path):
+    path = last_checkpoint(tmp_path, "BallBalance")
+    for refine in (1, 2):
+        gait = check(path, "BallBalance", envs=8, steps=120, refine=refine)
+        assert gait["task"] == "BallBalance" and gait["envs"] == 8 and gait["steps"] == 120
+        p50, p90 = gait["ball_distance_m_p50_p90"]
+        assert 0 < p50 <= p90 < 3  # (a ball falls from 1-2 m onto the tray, or past it)
+        assert 0 < gait["ball_speed_mps_mean"] < 20
+        assert 0 < gait["reward_per_step_mean"] <= 1  # (the product of two factors in (0, 1])
+        assert 0 <= gait["dropped_env_fraction"] <= 1 and gait["diverged"] == 0
+
+
+def test_anymal_is_measured_by_its_speed_and_tracking_at_its_physics_and_finer(tmp_path):
+    path = last_checkpoint(tmp_path, "Anymal")
+    for refine in (1, 2):
+        gait = check(path, "Anymal", envs=8, steps=60, refine=refine)
+        p50, p90, p99 = gait["base_planar_speed_p50_p90_p99"]
+        assert 0 <= p50 <= p90 <= p99 < 5
+        assert 0 < gait["tracking_error_xy_mps_mean"] < 5 and 0 <= gait["yaw_rate_error_radps_mean"] < 5
+        assert 0 <= gait["reward_per_step_mean"] <= 0.03  # (at most 1.5 dt a step)
+        assert 0 <= gait["terminal_contact_env_fraction"] <= 1 and gait["diverged"] == 0
+
+
+def test_every_registered_task_but_cartpole_has_a_gait():
+    from isaac_ppo.tasks import TASKS
+
+    assert set(GAITS) == set(TASKS) - {"Cartpole"}
