@@ -9,7 +9,7 @@ gait; one trained under MuJoCo's implicit integrator found implicit's (39 m/s). 
 Beside the speed, the posture: the 5% and 50% quantiles of the torso's up axis on the world's (1 upright) and the
 median torso height. Under RK4 a policy can still run far past its peers at a speed that holds at finer steps
 (issue 21, PROTOCOL amendment 9: a tumbling, bounding motion, not integration error); the posture says how it moves.
-Every study run of a locomotion task gets this check on its last checkpoint (isaac-ppo-study writes it into
+Every study run of a task with a gait (GAITS) gets this check on its last checkpoint (isaac-ppo-study writes it into
 study_done.json and the report lists it), so a return that runs away from the gait behind it is seen.
 benchmarks/gait_check.py runs it on any checkpoint.
 
@@ -204,13 +204,24 @@ def _run_config(path: str) -> Optional[str]:
     return candidate if os.path.isfile(candidate) else None
 
 
-GAIT_FLAG = 1.5  # a run whose median torso speed is past this multiple of the study's median run is flagged
+GAIT_FLAG = 1.5  # a run whose median speed is past this multiple of the study's median run is flagged
+# the speed a study flags by (its median, the first of the quantiles): the torso's (Ant, Humanoid), the base's over
+# the ground (Anymal); a task without one (BallBalance) is tabled, not flagged
+SPEEDS = ("torso_speed_p50_p90_p99", "base_planar_speed_p50_p90_p99")
+
+
+def _speed(gait: Dict[str, Any]) -> Optional[float]:
+    return next((gait[key][0] for key in SPEEDS if key in gait), None)
 
 
 def flagged(checked: Dict[str, Dict[str, Any]]) -> List[str]:
-    """The runs (keys of checked) whose median torso speed is past GAIT_FLAG x the median run's."""
-    median = _median_speed(checked)
-    return [run for run, g in checked.items() if g["torso_speed_p50_p90_p99"][0] > GAIT_FLAG * median]
+    """The runs (keys of checked) whose median speed is past GAIT_FLAG x the median run's."""
+    speeds = {run: _speed(g) for run, g in checked.items()}
+    speeds = {run: v for run, v in speeds.items() if v is not None}
+    if not speeds:
+        return []
+    median = statistics.median(speeds.values())
+    return [run for run, v in speeds.items() if v > GAIT_FLAG * median]
 
 
 def _median_speed(checked: Dict[str, Dict[str, Any]]) -> float:
@@ -218,8 +229,11 @@ def _median_speed(checked: Dict[str, Dict[str, Any]]) -> float:
 
 
 def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str, Any]], out: str) -> str:
-    """gait.md: every checked run's torso speed (its last policy replayed), the runs past GAIT_FLAG x the median
-    flagged: a return far above its peers' that a far faster torso earned is the simulator's, not a gait's."""
+    """gait.md: every checked run's gait (its last policy replayed), the runs past GAIT_FLAG x the median speed
+    flagged: a return far above its peers' that a far faster robot earned is the simulator's, not a gait's.
+    Ant and Humanoid: the torso's speed and posture; other tasks: every measure of their gait (GAITS)."""
+    if any("torso_speed_p50_p90_p99" not in g for g in checked.values()):
+        return _write_measures_table(records, checked, out)
     median = _median_speed(checked)
     past = flagged(checked)
     replay = next(iter(checked.values()))  # (every run is replayed alike)
@@ -238,6 +252,30 @@ def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str,
         lines.append(f"| {records[folder]['arm']} | {records[folder]['seed']} | {p50:.2f} / {p90:.2f} / {p99:.2f} | "
                      f"{g['torso_speed_max']:.1f} | {g['reward_per_step_median']:.2f} | {g['diverged']} | {up} | "
                      f"{height} | {flag} |")
+    path = os.path.join(out, "gait.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def _write_measures_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str, Any]], out: str) -> str:
+    """gait.md for a task measured otherwise than by its torso (Anymal, BallBalance): one column per measure."""
+    past = set(flagged(checked))
+    replay = next(iter(checked.values()))
+    measures = [k for k in replay if k not in ("task", "envs", "steps", "checkpoint")]
+
+    def cell(value: Any) -> str:
+        return " / ".join(f"{v:g}" for v in value) if isinstance(value, list) else f"{value:g}"
+
+    lines = [f"# Gait check: each run's last policy replayed ({replay['envs']} envs x {replay['steps']} steps, "
+             "isaac_ppo/lab/gait.py)\n",
+             (f"Flagged: a run whose median speed is past {GAIT_FLAG:g}x the median run's.\n" if _speed(replay) is not
+              None else "No speed to flag by: the measures alone.\n"),
+             "| arm | seed | " + " | ".join(measures) + " | flag |", "|---|---|" + "---|" * len(measures) + "---|"]
+    for folder, g in sorted(checked.items(), key=lambda item: (records[item[0]]["arm"], records[item[0]]["seed"])):
+        flag = "**flagged**" if folder in past else ""
+        lines.append(f"| {records[folder]['arm']} | {records[folder]['seed']} | "
+                     + " | ".join(cell(g.get(k, float("nan"))) for k in measures) + f" | {flag} |")
     path = os.path.join(out, "gait.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

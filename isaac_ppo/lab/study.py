@@ -182,8 +182,9 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
 
 
 def gait_check(folder: str) -> Optional[Dict[str, Any]]:
-    """The gait check (isaac_ppo.lab.gait) of a locomotion run's last checkpoint, before the archive leaves the
-    checkpoints behind: how fast the policy's torso moves, next to the return it was paid. None for other tasks."""
+    """The gait check (isaac_ppo.lab.gait) of a run's last checkpoint, before the archive leaves the checkpoints
+    behind: how the policy moves (Ant, Humanoid: its torso's speed; Anymal: its speed and command tracking;
+    BallBalance: where it keeps the ball), next to the return it was paid. None for a task without a gait (Cartpole)."""
     from omegaconf import OmegaConf
 
     from isaac_ppo.lab import gait
@@ -193,7 +194,7 @@ def gait_check(folder: str) -> Optional[Dict[str, Any]]:
     if not (os.path.isfile(last) and os.path.isfile(config)):
         return None
     task = OmegaConf.load(config).task.name
-    if task not in gait.LOCOMOTION:
+    if task not in gait.GAITS:
         return None
     result = gait.check(last, task)
     result.pop("checkpoint")
