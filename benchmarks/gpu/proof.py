@@ -10,14 +10,11 @@ CUDA_VISIBLE_DEVICES="" (tests/integration/test_gpu_kit.py).
 Anymal (issue 45) is in every step that lists tasks: the contract and equivalence cases (--mjwarp-all-models),
 bench_sim at 4,096 and 16,384 envs and memory (the registry's tasks after Cartpole), and a short training,
 bench_train_Anymal_4096 (IsaacGymEnvs' 4,096 envs x 24 steps, 5 iterations), last, so that the deadline, if it
-bites, cuts it and not a step the kit had before (run.sh proof --rerun runs it again). What Anymal adds, estimated,
-not measured on a GPU: an Anymal env step costs 1.85x an Ant's on the CPU (mujoco.batch, 1,024 envs, one core:
-11.4k against 21.1k env steps/s; implicitfast 4 x 5 ms and contact sensors against RK4 1 x 1/60 s); scaled from the
-Ant's H100 rates (issue 20: 581k and 1.85M env steps/s at 4,096 and 16,384 envs), its 200 simulated steps take ~3 s
-and ~3 s, so each of its steps costs about what the Ant's does, a process's start-up (imports, the model's upload,
-Warp's graph capture: ~10-20 s) plus seconds of simulation: ~2 x 20 s of bench_sim, ~30 s of training, ~15 s of
-memory, and a third more cases in contract and equivalence (~+30 s): ~125 s in all, inside the 480-s deadline only
-if the steps before it take what they are expected to (nothing has run this proof on a GPU yet). Its kernels are in
+bites, cuts it and not a step the kit had before (run.sh proof --rerun runs it again). What Anymal adds, measured on
+an H100 (2026-11-26, benchmarks/RESULTS.md "GPU kit"): bench_sim 14.1 s and 16.0 s, memory ~10 s of its 29.6 s,
+bench_train_Anymal_4096 19.0 s, and its contract and equivalence cases; the whole proof took 426 s of its 480-s
+deadline with four tasks. BallBalance (issue 47) adds two bench_sim steps and its cases: the deadline may cut
+the last step, which `run.sh proof --rerun` runs again. Its kernels are in
 the carried cache when pack.py compiled them after Anymal was registered (docker/mjwarp_precompile.py compiles every
 registered task's); else its first step compiles them on the node (the Ant's took 87 s from an empty cache). run.sh calls this; it assumes the package, MuJoCo,
 MuJoCo Warp and Hydra importable (installed by the kit, or by pip on a node with network).
