@@ -27,9 +27,10 @@ TB_TAGS = {
 }
 
 
-# an evaluation's numbers in TensorBoard (eval/<key>, and eval/return_ci95_low and _high; eval_stochastic/ the
-# same for the sampled actions, with eval.stochastic)
+# an evaluation's numbers in TensorBoard (eval/<key>, the task's measures too, e.g. eval/tracking_error_xy_mps, and
+# eval/return_ci95_low and _high; eval_stochastic/ the same for the sampled actions, with eval.stochastic)
 EVAL_TAGS = ("return_mean", "return_iqm", "length_mean", "episodes", "seconds")
+EVAL_NOT_TAGS = ("env_steps", "policy_version", "wall_s", "diverged")  # (the step axis, clocks, a count)
 
 
 def iteration_row(iteration: int, env_steps: int, wall_s: float, plan: Any, batch_size: int, staleness: int,
@@ -142,9 +143,10 @@ class RunLogger:
             self._progress(row)
 
     def _evaluation(self, prefix: str, evaluation: Mapping[str, Any], step: int) -> None:
-        for key in EVAL_TAGS:
-            if key in evaluation:
-                self.writer.add_scalar(prefix + key, evaluation[key], step)
+        for key, value in evaluation.items():  # (the tags, then the task's measures: any other number but the clocks)
+            if key in EVAL_TAGS or (key not in EVAL_NOT_TAGS and isinstance(value, (int, float))
+                                    and not isinstance(value, bool)):
+                self.writer.add_scalar(prefix + key, value, step)
         if "return_ci95" in evaluation:
             low, high = evaluation["return_ci95"]
             self.writer.add_scalar(prefix + "return_ci95_low", low, step)

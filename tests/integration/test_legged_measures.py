@@ -19,12 +19,12 @@ LEGGED_KEYS = {"checkpoint", "task", "envs", "steps", "base_planar_speed_p50_p90
 
 @pytest.fixture(scope="module")
 def fresh_anymal_run(tmp_path_factory):
-    """One iteration of Anymal training (a freshly initialised policy, saved as a run saves it), its final
-    evaluation on 8 envs of 1 s episodes (50 control steps: an untrained policy seldom falls, and 50 s would take
+    """One iteration of Anymal training (a freshly initialised policy, saved as a run saves it), evaluated after it
+    (a periodic evaluation: TensorBoard's eval/ tags) and at the end, each on 8 envs of 1 s episodes (50 control steps: an untrained policy seldom falls, and 50 s would take
     2500 steps)."""
     return train_in_process(tmp_path_factory.mktemp("runs"), "task=Anymal", "sim=mujoco", "num_envs=32",
                             "agent.horizon=8", "agent.minibatch_size=256", "max_iterations=1",
-                            "eval.interval_env_steps=0", "eval.final=true", "eval.num_envs=8",
+                            "eval.interval_env_steps=256", "eval.final=true", "eval.num_envs=8",
                             "task.env.learn.episodeLength_s=1", "diagnostics=off", "save_interval_iterations=1")
 
 
@@ -34,6 +34,14 @@ def test_an_anymal_evaluation_reports_its_mean_velocity_tracking_errors(fresh_an
     # each env's first episode's mean error, then the mean over episodes: distances, at most the largest command
     # (|(2, 1)| = 2.24 m/s) plus the speed an untrained policy reaches
     assert 0 < final["tracking_error_xy_mps"] < 4 and 0 < final["yaw_rate_error_radps"] < 3
+    # and in TensorBoard, beside the return (eval/<measure>, at the evaluation's env steps)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(os.path.join(fresh_anymal_run.run_dir, "tb"))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    for name in ("tracking_error_xy_mps", "yaw_rate_error_radps"):
+        assert any(tag.endswith("eval/" + name) for tag in tags), (name, tags)
 
 
 def test_an_anymal_policy_replayed_at_finer_steps_is_measured_by_its_speed_and_tracking(fresh_anymal_run):
