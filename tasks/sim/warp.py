@@ -32,8 +32,6 @@ INSTALL_HINT = ("sim=mjwarp needs MuJoCo Warp (Python >= 3.11): pip install 'isa
 # the per-world arrays whose values the next step depends on (besides the derived fields a task reads);
 # what a checkpoint carries and what the inactive worlds keep across a step of the others
 STATE_FIELDS = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "time")
-# mujoco.mjtEq: connect (0) and weld (1), whose J-dot-v MuJoCo Warp reads from stale body velocities (WarpSim)
-STALE_VELOCITY_EQUALITIES = (0, 1)
 
 
 def import_warp() -> Tuple[Any, Any]:
@@ -95,7 +93,10 @@ class WarpSim:
               "in WARP_CACHE_PATH, default ~/.cache/warp; ~30 s for a first model on a 2-core CPU)", file=sys.stderr,
               flush=True)
         # (connect and weld equality constraints: see _fresh_body_velocities)
-        self._stale_velocities_read = bool(np.isin(model.eq_type, STALE_VELOCITY_EQUALITIES).any())
+        import mujoco  # (the model is a mujoco.MjModel: mujoco is imported already)
+
+        stale = (int(mujoco.mjtEq.mjEQ_CONNECT), int(mujoco.mjtEq.mjEQ_WELD))  # (whose J-dot-v reads them)
+        self._stale_velocities_read = bool(np.isin(model.eq_type, stale).any())
         self._forward_graph = self._record(lambda: (self._fresh_body_velocities(), mjw.forward(self.m, self.d)))
         # (the reset reads the selection mask in place: one recording serves every selection)
         self._reset_graph = self._record(lambda: mjw.reset_data(self.m, self.d, reset=self._selected_wp))
