@@ -224,17 +224,13 @@ def flagged(checked: Dict[str, Dict[str, Any]]) -> List[str]:
     return [run for run, v in speeds.items() if v > GAIT_FLAG * median]
 
 
-def _median_speed(checked: Dict[str, Dict[str, Any]]) -> float:
-    return statistics.median(g["torso_speed_p50_p90_p99"][0] for g in checked.values())
-
-
 def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str, Any]], out: str) -> str:
     """gait.md: every checked run's gait (its last policy replayed), the runs past GAIT_FLAG x the median speed
     flagged: a return far above its peers' that a far faster robot earned is the simulator's, not a gait's.
     Ant and Humanoid: the torso's speed and posture; other tasks: every measure of their gait (GAITS)."""
     if any("torso_speed_p50_p90_p99" not in g for g in checked.values()):
         return _write_measures_table(records, checked, out)
-    median = _median_speed(checked)
+    median = statistics.median(_speed(g) for g in checked.values())  # (every run here has a torso speed)
     past = flagged(checked)
     replay = next(iter(checked.values()))  # (every run is replayed alike)
     lines = [f"# Gait check: each run's last policy replayed ({replay['envs']} envs x {replay['steps']} steps, "
