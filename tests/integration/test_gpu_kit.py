@@ -56,9 +56,10 @@ def test_the_plan_of_the_locked_files_fits_each_transfer_and_the_slot():
             range(1, len(pieces) + 1))
     estimate = kit.estimate(plan)
     assert estimate["fits"], estimate
-    assert estimate["startup_s"] == 120 and estimate["proof_s"] == 480 and estimate["left_for_rerun_s"] >= 60
-    # conservative: each call pays a fixed cost and sends the tree again, at 4 MiB/s
-    assert kit.CALL_S >= 30 and kit.RATE_BPS <= 4 * kit.MIB
+    assert estimate["startup_s"] == 60 and estimate["proof_s"] == 540 and estimate["left_for_rerun_s"] >= 60
+    # conservative against what the loans measured (a start ~30 s, a call ~6 s, ~8 MiB/s): each call pays a fixed
+    # cost and sends the tree again; the proof and the last transfer share one call of at most 600 s
+    assert kit.CALL_S >= 15 and kit.RATE_BPS <= 6 * kit.MIB and kit.PROOF_S + kit.CALL_S <= 600
 
 
 def test_a_tree_that_leaves_no_room_is_refused():
@@ -139,14 +140,14 @@ def test_a_damaged_piece_is_refused_and_nothing_is_installed(tmp_path):
 def test_the_proof_covers_the_cuda_path_for_every_task_after_cartpole(tmp_path):
     from isaac_ppo.tasks import TASKS
 
-    proof = load("proof").Proof(tmp_path, dry=False, deadline_s=480)
+    proof = load("proof").Proof(tmp_path, dry=False, deadline_s=540)
     names = [name for name, _ in proof.steps()]
     expected = ["environment", "kernels", "contract", "equivalence"] + [
         f"bench_sim_{t}_{n}" for t in TASKS if t != "Cartpole" for n in (4096, 16384)] + [
         "bench_train_Ant_4096", "bench_train_Ant_16384", "mujoco_cuda_learner", "mixed_precision_resume",
         "resume_exact", "memory", "bench_train_Anymal_4096"]
     assert names == expected
-    assert proof.device == "cuda" and load("proof").DEADLINE_S <= 480
+    assert proof.device == "cuda" and load("proof").DEADLINE_S == kit.PROOF_S
 
 
 @pytest.mark.slow
