@@ -1,0 +1,79 @@
+"""AnymalTerrain's map (tasks/legged/terrain.py): cells with known heights, the map's layout, the height samples
+under a robot and the curriculum's moves, against IsaacGymEnvs' rules."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from isaac_ppo.tasks.legged import terrain
+from isaac_ppo.tasks.legged.terrain import BORDER_M, HORIZONTAL_SCALE, VERTICAL_SCALE
+
+CELLS = 80  # an 8 m cell
+
+
+def test_stairs_rise_one_step_a_ring_to_the_platform():
+    cell = terrain.pyramid_stairs(CELLS, 0.1)  # 0.31 m treads are 3 samples; rings while wider than 3 m
+    assert cell[0, 40] == 0 and cell[3, 40] == 20 and cell[6, 40] == 40  # 20 units = 0.1 m a step
+    assert cell[40, 40] * VERTICAL_SCALE == pytest.approx(0.9)  # 9 rings: 80 - 9 x 6 = 26 samples <= 30
+    assert (terrain.pyramid_stairs(CELLS, -0.1) == -cell).all()  # downward stairs: the platform in a pit
+
+
+def test_a_slope_rises_at_its_rate_and_is_cut_flat_at_the_platform():
+    cell = terrain.pyramid_slope(CELLS, 0.2)
+    along = cell[40, :] * VERTICAL_SCALE
+    assert along[0] == 0 and along[10] == pytest.approx(0.2) and along[15] == pytest.approx(0.3)
+    assert along[20] == pytest.approx(0.31)  # 0.4 on the slope, cut at the platform: int(160 x 0.625^2) units
+    platform = cell[25, 25]  # the platform's corner (1.5 m from the centre)
+    assert cell[35:46, 35:46].min() == cell[35:46, 35:46].max() == platform == cell.max()
+    assert terrain.pyramid_slope(CELLS, -0.2).min() == -terrain.pyramid_slope(CELLS, 0.2).max()
+
+
+def test_obstacles_keep_the_platform_flat_and_take_four_heights():
+    h = 0.1
+    cell = terrain.discrete_obstacles(CELLS, h, np.random.default_rng(0))
+    assert (cell[25:55, 25:55] == 0).all()
+    assert set(np.unique(cell)) <= {0, -20, -10, 10, 20} and len(np.unique(cell)) > 2
+
+
+def test_noise_takes_its_values_between_its_bounds():
+    cell = terrain.uniform_noise(CELLS, np.random.default_rng(0))
+    assert cell.min() >= -20 and cell.max() <= 20 and cell.std() > 3
+
+
+def test_the_map_is_the_grid_of_levels_and_kinds_with_its_border_and_a_seed_makes_it_again():
+    heights, origins = terrain.curriculum_map(10, 20, [0.1, 0.1, 0.35, 0.25, 0.2], 8.0, 8.0, seed=3)
+    border = int(BORDER_M / HORIZONTAL_SCALE)
+    assert heights.shape == (10 * CELLS + 2 * border, 20 * CELLS + 2 * border) and heights.dtype == np.int16
+    assert (heights[:border] == 0).all() and (heights[:, -border:] == 0).all()
+    assert origins.shape == (10, 20, 3)
+    assert origins[3, 7, :2].tolist() == [3.5 * 8.0, 7.5 * 8.0]
+    again, _ = terrain.curriculum_map(10, 20, [0.1, 0.1, 0.35, 0.25, 0.2], 8.0, 8.0, seed=3)
+    assert (again == heights).all()
+    other, _ = terrain.curriculum_map(10, 20, [0.1, 0.1, 0.35, 0.25, 0.2], 8.0, 8.0, seed=4)
+    assert (other != heights).any()  # (the noise and the obstacles are drawn)
+
+    def cell(level, kind):
+        return heights[border + level * CELLS:border + (level + 1) * CELLS, border + kind * CELLS:border + (kind + 1) * CELLS]
+
+    assert (cell(0, 5) == terrain.pyramid_stairs(CELLS, -0.05)).all()  # column 5 of 20: 0.25, downward stairs
+    assert (cell(9, 15) == terrain.pyramid_stairs(CELLS, 0.05 + 0.175 * 0.9)).all()  # 0.75: upward
+    assert (cell(9, 0) == terrain.pyramid_slope(CELLS, -0.36)).all() and origins[9, 0, 2] < 0  # a pit
+    assert (cell(9, 1) == terrain.pyramid_slope(CELLS, 0.36)).all() and origins[9, 1, 2] == pytest.approx(0.56)  # a hill: int(288 x 0.625^2) units
+    assert origins[9, 15, 2] == pytest.approx(cell(9, 15)[30:50, 30:50].max() * VERTICAL_SCALE)
+
+
+def test_a_height_sample_is_the_lower_of_its_sample_and_the_diagonal_neighbour():
+    heights = torch.zeros(400 + 10, 400 + 10, dtype=torch.int16)
+    heights[205:, :] = 40  # a 0.2 m step at x = 0.5 m in the map's frame (the border's samples come first)
+    points = torch.tensor([[0.25, 0.0], [0.45, 0.0], [0.55, 0.0], [-30.0, 0.0]])
+    assert terrain.heights_under(heights, points).tolist() == pytest.approx([0.0, 0.0, 0.2, 0.0])
+    # (at 0.45 m the sample below is 204, flat, and its neighbour 205 is on the step: the lower, 0)
+
+
+def test_the_curriculum_moves_up_down_and_wraps_past_the_top_to_level_zero():
+    levels = torch.tensor([0, 4, 4, 9, 0])
+    walked = torch.tensor([5.0, 5.0, 1.0, 5.0, 0.0])
+    commanded = torch.tensor([0.5, 0.5, 1.0, 0.5, 1.0])  # m/s, over a 20 s episode: a quarter is 2.5 m / 5 m
+    moved = terrain.next_levels(levels, walked, commanded, episode_s=20.0, map_length_m=8.0, num_levels=10)
+    assert moved.tolist() == [1, 5, 3, 0, 0]
