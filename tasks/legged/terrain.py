@@ -23,7 +23,7 @@ cell below it, and the lower of that cell's height and its (+1, +1) neighbour's 
 """
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import NamedTuple, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -128,6 +128,31 @@ def curriculum_map(num_levels: int, num_terrains: int, proportions: Sequence[flo
             origins[i, j] = ((i + 0.5) * map_length_m, (j + 0.5) * map_width_m,
                              float(cell[near, near].max()) * VERTICAL_SCALE)
     return heights, origins
+
+
+class HField(NamedTuple):
+    """A map as a MuJoCo height field: the hfield asset's nrow, ncol and size (x and y half extents, elevation
+    range, base depth, m), the geom's position (m) and the elevation data (nrow x ncol, row-major, in [0, 1])."""
+    nrow: int
+    ncol: int
+    size: Tuple[float, float, float, float]
+    pos: Tuple[float, float, float]
+    data: np.ndarray
+
+
+def as_hfield(heights: np.ndarray, base_m: float = 1.0) -> HField:
+    """The map (heights: int16 units, x down its rows, its first sample at (-BORDER_M, -BORDER_M)) as a MuJoCo height
+    field with its samples where the map's are. MuJoCo's rows run along y and its columns along x, spanning the
+    half extents edge to edge; its elevations are fractions of the range above the geom's z, so the geom sits at
+    the map's lowest point. MuJoCo joins the samples with triangles: a stair's riser is a 0.1 m ramp where
+    IsaacGymEnvs' triangle mesh (slopeTreshold) makes it vertical."""
+    metres = heights.astype(np.float64) * VERTICAL_SCALE
+    low, high = float(metres.min()), float(metres.max())
+    span = max(high - low, VERTICAL_SCALE)  # (MuJoCo needs a positive elevation range, even for flat ground)
+    half_x = (heights.shape[0] - 1) * HORIZONTAL_SCALE / 2
+    half_y = (heights.shape[1] - 1) * HORIZONTAL_SCALE / 2
+    return HField(nrow=heights.shape[1], ncol=heights.shape[0], size=(half_x, half_y, span, base_m),
+                  pos=(half_x - BORDER_M, half_y - BORDER_M, low), data=((metres - low) / span).T.copy())
 
 
 def heights_under(heights: torch.Tensor, points_xy: torch.Tensor) -> torch.Tensor:

@@ -77,3 +77,29 @@ def test_the_curriculum_moves_up_down_and_wraps_past_the_top_to_level_zero():
     commanded = torch.tensor([0.5, 0.5, 1.0, 0.5, 1.0])  # m/s, over a 20 s episode: a quarter is 2.5 m / 5 m
     moved = terrain.next_levels(levels, walked, commanded, episode_s=20.0, map_length_m=8.0, num_levels=10)
     assert moved.tolist() == [1, 5, 3, 0, 0]
+
+
+def test_mujoco_finds_the_map_where_the_height_samples_say_it_is():
+    """A sphere dropped on the map as a MuJoCo height field rests at the map's height under it: on a raised block,
+    beside it, and on the lower floor of a pit (as_hfield's rows, columns, extents and offset)."""
+    import mujoco
+
+    heights = np.zeros((480, 300), dtype=np.int16)  # 48 m x 30 m with the border (x down the rows): unequal sides
+    heights[250:300, 210:260] = 40  # a 0.2 m block: x in [5, 10) m, y in [1, 6) m of the map's frame
+    heights[100:150, 50:100] = -60  # a 0.3 m pit: x in [-10, -5), y in [-15, -10)
+    field = terrain.as_hfield(heights)
+    drops = [(7.5, 3.5), (2.0, 3.5), (7.5, -3.0), (-7.5, -12.5)]
+    bodies = "".join(f'<body pos="{x} {y} 1"><freejoint/><geom type="sphere" size="0.1" mass="1"/></body>'
+                     for x, y in drops)
+    xml = (f'<mujoco><asset><hfield name="map" nrow="{field.nrow}" ncol="{field.ncol}" '
+           f'size="{" ".join(map(str, field.size))}"/></asset><worldbody>'
+           f'<geom type="hfield" hfield="map" pos="{" ".join(map(str, field.pos))}"/>{bodies}</worldbody></mujoco>')
+    model = mujoco.MjModel.from_xml_string(xml)
+    model.hfield_data[:] = field.data.ravel()
+    data = mujoco.MjData(model)
+    for _ in range(1500):
+        mujoco.mj_step(model, data)
+    rest = data.qpos.reshape(-1, 7)[:, 2] - 0.1
+    expected = terrain.heights_under(torch.from_numpy(heights), torch.tensor(drops)).tolist()
+    assert expected == pytest.approx([0.2, 0.0, 0.0, -0.3])
+    assert rest.tolist() == pytest.approx(expected, abs=0.01)
