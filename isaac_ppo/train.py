@@ -151,15 +151,21 @@ def _quiet_third_party_loggers() -> None:
 
 def _remove_unused_run_dir() -> None:
     """A run refused after Hydra made its directory leaves no folder behind: the directories this process
-    claimed are removed when they hold nothing of a run (Hydra's .hydra/ and an empty or unused train.log)."""
+    claimed are removed when they hold nothing of a run (Hydra's .hydra/ and an empty or unused train.log), and
+    the folders above them that it made (runs_dir, the experiment's) when that leaves them empty."""
     import shutil
 
-    from isaac_ppo.config.compose import claimed_run_dirs
+    from isaac_ppo.config.compose import claimed_run_dirs, made_above_run_dirs
 
     for run_dir in claimed_run_dirs():
         names = set(os.listdir(run_dir)) if os.path.isdir(run_dir) else {"?"}
         if names <= {".hydra", "train.log"}:
             shutil.rmtree(run_dir, ignore_errors=True)
+    for folder in made_above_run_dirs():
+        try:
+            os.rmdir(folder)  # (only an empty one: another run's folder inside keeps it)
+        except OSError:
+            pass
 
 
 def run(cfg: Any, run_dir: Optional[str] = None) -> Any:

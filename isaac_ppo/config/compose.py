@@ -50,6 +50,7 @@ def _parallel_jobs(*, _root_: Any) -> int:
 
 
 _claimed: Dict[str, str] = {}  # base -> the run directory this process claimed for it
+_made_above: List[str] = []  # folders above a claimed run directory that this process made, deepest first
 
 
 def _fresh_run_dir(base: str) -> str:
@@ -57,14 +58,20 @@ def _fresh_run_dir(base: str) -> str:
     (started in the same second, say) made it first. Claimed with mkdir, which is atomic, so two runs never
     share one; the same BASE gives this process the same directory however often Hydra resolves it."""
     if base not in _claimed:
-        os.makedirs(os.path.dirname(base) or ".", exist_ok=True)
+        parent = os.path.abspath(os.path.dirname(base) or ".")
+        missing = []
+        while not os.path.exists(parent):  # (what a refused run removes again: runs_dir, its experiment)
+            missing.append(parent)
+            parent = os.path.dirname(parent)
         for n in range(1, 10_000):
             candidate = base if n == 1 else f"{base}-{n}"
+            os.makedirs(os.path.dirname(base) or ".", exist_ok=True)  # (again: another run's refusal may remove it)
             try:
                 os.mkdir(candidate)
             except FileExistsError:
                 continue
             _claimed[base] = candidate
+            _made_above.extend(p for p in missing if p not in _made_above)
             break
         else:
             raise RuntimeError(f"no free run directory next to {base}")
@@ -74,6 +81,11 @@ def _fresh_run_dir(base: str) -> str:
 def claimed_run_dirs() -> List[str]:
     """The run directories this process claimed (a refused run removes them again)."""
     return list(_claimed.values())
+
+
+def made_above_run_dirs() -> List[str]:
+    """The folders above them that this process made, deepest first (a refused run removes those left empty)."""
+    return list(_made_above)
 
 
 def register_resolvers() -> None:

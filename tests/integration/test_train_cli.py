@@ -191,6 +191,19 @@ def test_missing_and_corrupt_checkpoints_are_one_line(tmp_path):
 
 
 @pytest.mark.slow
+def test_playing_a_checkpoint_of_another_network_leaves_no_folder_not_even_the_runs_dir(tmp_path):
+    """Refused after Hydra made the run directory (the checkpoint is read then): the run directory goes, and so do
+    the folders above it that this run made (runs_dir and its experiment's), while a folder that was there stays."""
+    done = train_in_process(tmp_path / "made", *SMALL, "max_iterations=1", "agent.network.hidden=[16]")
+    checkpoint = os.path.join(done.run_dir, "checkpoints", "last.pt")
+    one_line_error(train(tmp_path, *SMALL, "test=true", f"checkpoint={checkpoint}"), "holds another network")
+    assert not (tmp_path / "runs").exists()
+    (tmp_path / "runs" / "Cartpole").mkdir(parents=True)  # the user's, already there
+    one_line_error(train(tmp_path, *SMALL, "test=true", f"checkpoint={checkpoint}"), "holds another network")
+    assert os.listdir(tmp_path / "runs" / "Cartpole") == []
+
+
+@pytest.mark.slow
 def test_isaacgym_without_isaacgym_is_one_line(tmp_path):
     one_line_error(train(tmp_path, "task=Ant", "sim=isaacgym"), "Isaac Gym", "docker")
 
