@@ -90,18 +90,37 @@ class Checkpointer:
 
 def load_model(model: Any, state: Mapping[str, Any], path: str) -> None:
     """The checkpoint's model (and normalisers) into `model`; another network's is refused in one line naming the
-    first tensor whose shape differs (torch's own error is a page of missing and unexpected keys)."""
+    first tensor whose shape differs (torch's own error is a page of missing and unexpected keys) and the settings
+    its run had (from the config the checkpoint carries)."""
     mine = model.state_dict()
     for name, tensor in state["model"].items():
         shape = tuple(mine[name].shape) if name in mine else None
         if shape != tuple(tensor.shape):
             raise UserError(f"checkpoint {path} holds another network ({name}: {tuple(tensor.shape)} there, "
-                            f"{shape or 'absent'} here): use that run's agent.network settings")
+                            f"{shape or 'absent'} here): use that run's agent.network settings{_its_network(state)}")
     missing = sorted(set(mine) - set(state["model"]))
     if missing:
         raise UserError(f"checkpoint {path} holds another network ({missing[0]} absent there): use that run's "
-                        "agent.network settings")
+                        f"agent.network settings{_its_network(state)}")
     model.load_state_dict(state["model"])
+
+
+def _its_network(state: Mapping[str, Any]) -> str:
+    """' (its run had: profile=P agent.network.K=V ...)', the overrides that rebuild the checkpoint's network, or
+    '' when the checkpoint carries no readable config."""
+    try:
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.create(state["config"])
+        network = OmegaConf.to_container(cfg.agent.network, resolve=True)
+        profile = cfg.get("profile", "none")
+    except Exception:  # (an older or foreign checkpoint: the message stays general)
+        return ""
+    words = [] if profile in (None, "none") else [f"profile={profile}"]
+    words += [f"agent.network.{key}=" + (f"[{','.join(map(str, value))}]" if isinstance(value, list) else
+                                         str(value).lower() if isinstance(value, bool) else str(value))
+              for key, value in network.items()]
+    return f" (its run had: {' '.join(words)})"
 
 
 def first_non_finite(tree: Any, path: str = "") -> Optional[str]:

@@ -297,7 +297,7 @@ def test_another_network_is_refused_in_one_line_for_resume_play_and_initial_weig
     _train(tmp_path, "max_iterations=1")
     last = str(tmp_path / "checkpoints" / "last.pt")
     refusal = r"checkpoint \S+ holds another network \(\S+: \(\d+(, \d+)?\) there, \(\d+(, \d+)?\) here\): use that " \
-              r"run's agent.network settings"
+              r"run's agent.network settings \(its run had: agent.network.hidden=\[32,32\] agent.network.activation="
     with pytest.raises(UserError, match=refusal):
         _train(tmp_path / "wider", "max_iterations=2", "agent.network.hidden=[48,48]", resume_from=last)
     with pytest.raises(UserError, match=refusal):
