@@ -25,9 +25,12 @@ with quat_rotate_inverse, to the same result).
   opt.run_rne_postconstraint (MuJoCo Warp). They describe the last substep, as Isaac Gym's contact_collection
   CC_LAST_SUBSTEP.
 - Feet air time (AnymalTerrain's reward term, for the terrain task to come): ``feet_air_time_step``.
+- Heading commands (AnymalTerrain): the third command drawn is a heading, and each step the yaw-rate command is
+  clip(0.5 wrap_to_pi(heading command - the base's heading), -1, 1): ``yaw_rate_to_heading``.
 """
 from __future__ import annotations
 
+import math
 from typing import Dict, Sequence, Tuple
 
 import torch
@@ -150,3 +153,17 @@ def feet_air_time_step(air_time: torch.Tensor, contact: torch.Tensor,
     touch_down = (air_time > 0.0) & contact
     air_time = air_time + dt
     return touch_down, air_time, air_time * ~contact
+
+
+def wrap_to_pi(angles: torch.Tensor) -> torch.Tensor:
+    """Angles (rad) into (-pi, pi] (IsaacGymEnvs' wrap_to_pi: mod 2 pi, then minus 2 pi above pi)."""
+    angles = torch.remainder(angles, 2.0 * math.pi)
+    return angles - 2.0 * math.pi * (angles > math.pi)
+
+
+def yaw_rate_to_heading(quat: torch.Tensor, heading_command: torch.Tensor) -> torch.Tensor:
+    """AnymalTerrain's yaw-rate command (rad/s) each step: clip(0.5 x wrap_to_pi(heading command - heading), -1, 1),
+    the heading being the angle of the base's forward (x) axis in the world's xy plane."""
+    forward = rotate(quat, torch.tensor([[1.0, 0.0, 0.0]], dtype=quat.dtype, device=quat.device).expand(len(quat), 3))
+    heading = torch.atan2(forward[:, 1], forward[:, 0])
+    return torch.clamp(0.5 * wrap_to_pi(heading_command - heading), -1.0, 1.0)

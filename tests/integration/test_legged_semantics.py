@@ -13,7 +13,7 @@ import torch
 from helpers import quat_about, rotation_matrix
 
 from isaac_ppo.envs import make
-from isaac_ppo.tasks.legged.common import feet_air_time_step
+from isaac_ppo.tasks.legged.common import feet_air_time_step, wrap_to_pi, yaw_rate_to_heading
 
 DT = 0.02  # IsaacGymEnvs' Anymal control step
 DEFAULT = {"LF_HAA": 0.03, "LH_HAA": 0.03, "RF_HAA": -0.03, "RH_HAA": -0.03, "LF_HFE": 0.4, "LH_HFE": -0.4,
@@ -241,3 +241,16 @@ def test_the_robot_stands_at_the_default_pose_under_zero_actions():
     assert 0.35 < height.min() and height.max() < 0.5
     assert env.qpos[:, :2].norm(dim=1).max() < 0.1 and env.qvel.abs().max() < 0.5
     assert obs["obs"][:, 8].max() < -0.99  # gravity straight down the base: level
+
+
+def test_a_heading_command_turns_into_a_yaw_rate_towards_it_the_short_way_round():
+    """AnymalTerrain's yaw-rate command: half the heading error, wrapped into (-pi, pi], clipped to +-1 rad/s."""
+    assert wrap_to_pi(torch.tensor([3 * math.pi / 2, -3 * math.pi / 2, math.pi, 0.25])).tolist() == pytest.approx(
+        [-math.pi / 2, math.pi / 2, math.pi, 0.25])
+    facing = torch.tensor(np.array([quat_about((0, 0, 1), angle) for angle in (0.0, 0.0, 0.0, 3.0, math.pi / 2)]),
+                          dtype=torch.float32)  # the base's heading: 0, 0, 0, 3 rad, 90 degrees
+    commanded = torch.tensor([0.4, 3.0, -0.5, -3.0, math.pi / 2])
+    # 0.2 (half of 0.4), clipped to 1, -0.25, from 3 rad to -3 rad the short way (+0.28 rad of error), on heading
+    short_way = 0.5 * (2 * math.pi - 6.0)
+    assert yaw_rate_to_heading(facing, commanded).tolist() == pytest.approx([0.2, 1.0, -0.25, short_way, 0.0],
+                                                                             abs=1e-6)
