@@ -155,6 +155,26 @@ def as_hfield(heights: np.ndarray, base_m: float = 1.0) -> HField:
                   pos=(half_x - BORDER_M, half_y - BORDER_M, low), data=((metres - low) / span).T.copy())
 
 
+def with_terrain(model_path: str, field: HField, floor: str = "floor") -> "mujoco.MjModel":
+    """The robot's model file with its floor plane (the geom named floor) replaced by the map as a height field
+    geom ("terrain") of the same contact properties: one map shared by every simulation of the batch, each env's
+    robot placed on its cell (the simulations never meet, as IsaacGymEnvs' envs do not collide)."""
+    import mujoco
+
+    spec = mujoco.MjSpec.from_file(model_path)
+    plane = next(g for g in spec.worldbody.geoms if g.name == floor)
+    spec.add_hfield(name="terrain", nrow=field.nrow, ncol=field.ncol, size=list(field.size),
+                    userdata=field.data.ravel().tolist())  # (the elevations: MuJoCo needs them to compile)
+    geom = spec.worldbody.add_geom(name="terrain", type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname="terrain",
+                                   pos=list(field.pos))
+    for attribute in ("contype", "conaffinity", "condim", "friction", "solref", "solimp", "priority", "material"):
+        setattr(geom, attribute, getattr(plane, attribute))
+    spec.delete(plane)
+    model = spec.compile()
+    model.hfield_data[:] = field.data.ravel()
+    return model
+
+
 def heights_under(heights: torch.Tensor, points_xy: torch.Tensor) -> torch.Tensor:
     """The terrain's height (m) under each point (..., 2) in the map's frame: the point cut to the sample below
     it, the lower of that sample and its (+1, +1) neighbour (IsaacGymEnvs' get_heights). heights: the map's int16

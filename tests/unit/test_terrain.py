@@ -103,3 +103,31 @@ def test_mujoco_finds_the_map_where_the_height_samples_say_it_is():
     expected = terrain.heights_under(torch.from_numpy(heights), torch.tensor(drops)).tolist()
     assert expected == pytest.approx([0.2, 0.0, 0.0, -0.3])
     assert rest.tolist() == pytest.approx(expected, abs=0.01)
+
+
+def test_anymal_stands_on_a_sloped_cell_of_the_map_at_its_default_pose():
+    """with_terrain: the Anymal model with its floor replaced by the map; on level 9 of a hill column (a 0.36 slope
+    up to a platform 0.56 m high), placed on the platform, the robot at its default pose stands there after 1 s
+    (the base 0.35-0.5 m above the platform, as on flat ground: 0.41-0.44 m, cfg/task/Anymal.yaml)."""
+    import mujoco
+
+    from isaac_ppo.tasks.legged.anymal import Anymal
+
+    heights, origins = terrain.curriculum_map(10, 20, [0.1, 0.1, 0.35, 0.25, 0.2], 8.0, 8.0, seed=0)
+    model = terrain.with_terrain(Anymal.asset_path(), terrain.as_hfield(heights))
+    assert model.nhfield == 1 and "floor" not in [model.geom(i).name for i in range(model.ngeom)]
+    data = mujoco.MjData(model)
+    origin = origins[9, 1]
+    assert origin[2] == pytest.approx(0.56)
+    data.qpos[0:3] = origin + np.array([0.0, 0.0, 0.62])
+    defaults = {"HAA": 0.03, "HFE": 0.4, "KFE": -0.8}
+    for i in range(model.nu):  # position targets at the default angles (Anymal.yaml's defaultJointAngles)
+        name = model.actuator(i).name
+        leg, joint = name.split("_")
+        sign = (1 if leg[0] == "L" else -1) if joint == "HAA" else (1 if leg[1] == "F" else -1)
+        data.ctrl[i] = sign * defaults[joint]
+        data.qpos[model.jnt_qposadr[model.actuator_trnid[i, 0]]] = data.ctrl[i]
+    while data.time < 1.0:
+        mujoco.mj_step(model, data)
+    assert 0.35 < data.qpos[2] - origin[2] < 0.5
+    assert np.linalg.norm(data.qpos[0:2] - origin[0:2]) < 0.1  # it stood, it did not slide off the platform
