@@ -230,8 +230,8 @@ def test_feet_air_time_counts_a_swing_and_pays_it_at_touch_down():
 
 
 def test_the_robot_stands_at_the_default_pose_under_zero_actions():
-    """The physics (cfg/task/Anymal.yaml: implicitfast, 8 x 2.5 ms) holds the robot up: 3 s of zero actions from reset, no episode
-    ends, the base stays level and where it landed."""
+    """The physics (cfg/task/Anymal.yaml: implicitfast, 8 x 2.5 ms) holds the robot up: 3 s of zero actions from
+    reset, no episode ends, the base stays level and where it landed."""
     env = make("Anymal", 16, sim="mujoco", seed=4)
     env.reset()
     for _ in range(150):
