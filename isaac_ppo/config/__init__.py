@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from isaac_ppo.config.schema import Config, typed
 
-_loaded: Dict[str, DictConfig] = {}  # resolved YAML -> its typed, checked config (this process's launches)
+_loaded: Dict[str, DictConfig] = {}  # repr(resolved config) -> its typed, checked config (this process's launches)
 
 
 def load(composed: Any) -> DictConfig:

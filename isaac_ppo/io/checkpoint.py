@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import io
+import json
 import os
 from typing import Any, Callable, Dict, Mapping, Optional
 
@@ -117,9 +118,8 @@ def _its_network(state: Mapping[str, Any]) -> str:
     except Exception:  # (an older or foreign checkpoint: the message stays general)
         return ""
     words = [] if profile in (None, "none") else [f"profile={profile}"]
-    words += [f"agent.network.{key}=" + (f"[{','.join(map(str, value))}]" if isinstance(value, list) else
-                                         str(value).lower() if isinstance(value, bool) else str(value))
-              for key, value in network.items()]
+    words += [f"agent.network.{key}=" + (value if isinstance(value, str) else json.dumps(value, separators=(",", ":")))
+              for key, value in network.items()]  # (a value as an override: [128,64,32], false, 0.0)
     return f" (its run had: {' '.join(words)})"
 
 

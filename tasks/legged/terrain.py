@@ -110,6 +110,7 @@ def curriculum_map(num_levels: int, num_terrains: int, proportions: Sequence[flo
     heights = np.zeros((num_levels * length_cells + 2 * border, num_terrains * cells + 2 * border), dtype=np.int16)
     origins = np.zeros((num_levels, num_terrains, 3))
     bounds = np.cumsum(proportions)
+    near = slice(int((map_length_m / 2 - 1) / HORIZONTAL_SCALE), int((map_length_m / 2 + 1) / HORIZONTAL_SCALE))
     for j in range(num_terrains):
         for i in range(num_levels):
             difficulty, choice = i / num_levels, j / num_terrains
@@ -124,7 +125,6 @@ def curriculum_map(num_levels: int, num_terrains: int, proportions: Sequence[flo
                 cell = discrete_obstacles(cells, 0.025 + 0.15 * difficulty, rng)
             x0, y0 = border + i * length_cells, border + j * cells
             heights[x0:x0 + length_cells, y0:y0 + cells] = cell[:length_cells]
-            near = slice(int((map_length_m / 2 - 1) / HORIZONTAL_SCALE), int((map_length_m / 2 + 1) / HORIZONTAL_SCALE))
             origins[i, j] = ((i + 0.5) * map_length_m, (j + 0.5) * map_width_m,
                              float(cell[near, near].max()) * VERTICAL_SCALE)
     return heights, origins
