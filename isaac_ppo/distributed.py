@@ -134,6 +134,10 @@ class Local:
         names = sorted(info.get("reward_terms", {}))  # (the same task on every rank: the same terms)
         terms = self.sum(torch.tensor([weighted(info["reward_terms"][name], episodes) for name in names],
                                       dtype=torch.float64)).tolist() if names else []
+        states = sorted(info.get("task_state", {}))  # (each rank's own envs: their mean over the ranks)
+        if states:
+            totals = self.sum(torch.tensor([info["task_state"][name] for name in states], dtype=torch.float64))
+            info = dict(info, task_state={name: total / self.world_size for name, total in zip(states, totals.tolist())})
         return dict(info, episodes=int(sums[0]), batch_mean_return=mean(sums[1], sums[0]),
                     batch_mean_length=mean(sums[2], sums[0]), window_episodes=int(sums[3]),
                     window_mean_return=mean(sums[4], sums[3]), window_mean_length=mean(sums[5], sums[3]),

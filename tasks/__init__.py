@@ -16,6 +16,7 @@ TASKS = {
     "Ant": "isaac_ppo.tasks.locomotion.ant:Ant",
     "Humanoid": "isaac_ppo.tasks.locomotion.humanoid:Humanoid",
     "Anymal": "isaac_ppo.tasks.legged.anymal:Anymal",
+    "AnymalTerrain": "isaac_ppo.tasks.legged.anymal_terrain:AnymalTerrain",
     "BallBalance": "isaac_ppo.tasks.classic.ball_balance:BallBalance",
 }
 

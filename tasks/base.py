@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import Any, Dict, Mapping, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
@@ -83,7 +83,7 @@ class MujocoTask:
         # compute_reward's measures of the step that are no reward (name with its unit -> per-env tensor), e.g. a
         # legged robot's velocity-tracking error in m/s: what evaluation and the gait check report beside the return
         self.measures: Dict[str, torch.Tensor] = {}
-        self.dt = float(cfg["sim"]["dt"])  # the control step, as the task's rewards use it
+        self.dt = self.control_step_s()  # the control step, as the task's rewards use it
         self.max_episode_length = self.episode_length_steps()
         sim_cfg = cfg["mujoco"]
         self.substeps = int(sim_cfg["substeps"])
@@ -91,7 +91,8 @@ class MujocoTask:
         self.max_abs_qvel = float(sim_cfg.get("max_abs_qvel", math.inf))
         self.max_abs_reward = float(sim_cfg.get("max_abs_reward", math.inf))
 
-        self.model = mujoco.MjModel.from_xml_path(self.asset_path())
+        self.seed = int(seed)
+        self.model = self.build_model()
         self.model.opt.timestep = float(sim_cfg["timestep"])
         if sim_cfg.get("integrator"):  # (absent or null: the model file's)
             self.model.opt.integrator = integrator(sim_cfg["integrator"])
@@ -105,7 +106,8 @@ class MujocoTask:
             # a 1/60 s step then keeps the 0.02 s floor of the finer steps; whether that stays stable is measured)
             self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_REFSAFE)
         self.configure_model(self.model)
-        self.sim = make_sim(sim, self.model, self.num_envs, self.derived_fields, sim_cfg, self.device)
+        self.sim = make_sim(sim, self.model, self.num_envs, self.derived_fields, sim_cfg, self.device,
+                            self.per_env_model_fields())
         self.sim_device = self.sim.device  # where the state lives and the task's torch functions run
         # the simulator's torch views, no copies (float64 on mujoco.batch, float32 on MuJoCo Warp)
         self.qpos, self.qvel, self.ctrl, self.derived = self.sim.qpos, self.sim.qvel, self.sim.ctrl, self.sim.derived
@@ -124,6 +126,10 @@ class MujocoTask:
     # ----------------------------------------------------------------------------------------------
     # what a task supplies
 
+    def control_step_s(self) -> float:
+        """Seconds a control step lasts: IsaacGymEnvs' sim.dt (a task with a decimation says otherwise)."""
+        return float(self.cfg["sim"]["dt"])
+
     def episode_length_steps(self) -> int:
         """Control steps an episode lasts before its time-out (IsaacGymEnvs' env.episodeLength; a task that gives
         its episodes in seconds converts them)."""
@@ -134,12 +140,40 @@ class MujocoTask:
         (IsaacGymEnvs' locomotion and classic tasks); a task with other actuators says what an action means."""
         self.ctrl[:n] = actions * self.power_scale
 
+    def build_model(self) -> Any:
+        """The task's MjModel: its model file as written (a task whose world is generated, e.g. a terrain from
+        the seed, builds it here; self.cfg and self.seed are set)."""
+        import mujoco
+
+        return mujoco.MjModel.from_xml_path(self.asset_path())
+
+    def per_env_model_fields(self) -> Tuple[str, ...]:
+        """Model fields that hold a value per env (domain randomisation, e.g. "geom_friction"): the simulator
+        gives each env its own copy, writable through self.sim.model_fields[name], (num_envs, ...) (mujoco.batch's
+        Batch.expand, MuJoCo Warp's put_model batch_sizes). A checkpoint does not carry them: a task that
+        writes them keeps what it wrote in a state buffer and writes it again on load."""
+        return ()
+
     def configure_model(self, model: Any) -> None:
         """Apply config values that live in the model (e.g. a motor gear) before the simulator copies it."""
 
     def setup(self) -> None:
         """Build the task's constant tensors (limits, targets, scales, on self.sim_device) once the simulator
         exists."""
+
+    def after_physics(self, n: int) -> None:
+        """What the task does to the first n envs between the physics and the observations of a step (a push, a
+        command that follows the state): IsaacGymEnvs' post_physics_step before compute_observations."""
+
+    def before_reset(self, ids: torch.Tensor, diverged: Optional[torch.Tensor]) -> None:
+        """What the task reads of envs ids' final states before the simulator resets them (a curriculum's
+        distance walked); diverged: which of them ended because their simulation diverged (their state is
+        garbage), None on a reset of the whole pool."""
+
+    def task_state(self) -> Dict[str, torch.Tensor]:
+        """Scalars (0-dim tensors) that describe the task's own state after a step, logged per iteration under
+        episode/NAME (IsaacGymEnvs' extras["episode"], e.g. AnymalTerrain's terrain_level); none by default."""
+        return {}
 
     def compute_observations(self, sel: Selection) -> torch.Tensor:
         """Float32 observations of the envs in sel (a slice or an index tensor), unclipped."""
@@ -182,6 +216,7 @@ class MujocoTask:
         self.set_controls(actions, n)
         self.sim.step(n, self.substeps)
         self.progress[:n] += 1
+        self.after_physics(n)
 
         active = slice(0, n)
         obs = self.compute_observations(active)
@@ -208,7 +243,7 @@ class MujocoTask:
             self._clip_into(out[:, final_states_at:flags_at], states)
         reset_ids = resets.nonzero().flatten()
         if reset_ids.numel():
-            self.reset_idx(reset_ids)
+            self.reset_idx(reset_ids, diverged[reset_ids])
             obs[reset_ids] = self.compute_observations(reset_ids)
             if states is not None:
                 states[reset_ids] = self.compute_states(obs[reset_ids], reset_ids)
@@ -231,6 +266,9 @@ class MujocoTask:
             "reward_terms": self._zeroed(self.reward_terms, diverged, diverged_count),
             "measures": self._zeroed(self.measures, diverged, diverged_count),
         }
+        task_state = self.task_state()
+        if task_state:
+            extras["task_state"] = task_state
         if num_states:
             obs_dict["states"] = packed[:, states_at:final_states_at]
             extras["final_states"] = packed[:, final_states_at:flags_at]
@@ -265,10 +303,12 @@ class MujocoTask:
     # ----------------------------------------------------------------------------------------------
     # machinery
 
-    def reset_idx(self, ids: torch.Tensor) -> None:
-        """Reset envs ids to fresh initial states (reset noise from this env's generator)."""
+    def reset_idx(self, ids: torch.Tensor, diverged: Optional[torch.Tensor] = None) -> None:
+        """Reset envs ids to fresh initial states (reset noise from this env's generator); diverged: which of them
+        ended by a diverged simulation (None: a reset of the pool, not the end of episodes)."""
         # the simulator's reset clears state, controls and divergence flags; forward() after the new state is
         # written refreshes the derived fields (sensors) the first observation reads
+        self.before_reset(ids, diverged)
         self.sim.reset(ids)
         self.reset_state(ids)
         if self.derived_fields:
@@ -318,12 +358,13 @@ class MujocoTask:
 
 
 def make_sim(sim: str, model: Any, num_envs: int, derived_fields: Tuple[str, ...], sim_cfg: Mapping[str, Any],
-             device: torch.device) -> Any:
-    """The simulator behind a task: mujoco.batch on the CPU ("mujoco"), or MuJoCo Warp on device ("mjwarp")."""
+             device: torch.device, model_fields: Tuple[str, ...] = ()) -> Any:
+    """The simulator behind a task: mujoco.batch on the CPU ("mujoco"), or MuJoCo Warp on device ("mjwarp");
+    model_fields: those with a value per env."""
     if sim == "mjwarp":
         from isaac_ppo.tasks.sim.warp import WarpSim
 
-        return WarpSim(model, num_envs, derived_fields, sim_cfg, device)
+        return WarpSim(model, num_envs, derived_fields, sim_cfg, device, model_fields)
     from isaac_ppo.tasks.sim.batch import BatchSim
 
-    return BatchSim(model, num_envs, derived_fields, sim_cfg)
+    return BatchSim(model, num_envs, derived_fields, sim_cfg, model_fields)

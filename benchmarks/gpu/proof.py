@@ -15,7 +15,10 @@ an H100 (2026-11-26, benchmarks/RESULTS.md "GPU kit"): bench_sim 14.1 s and 16.0
 bench_train_Anymal_4096 19.0 s, and its contract and equivalence cases; the whole proof took 426 s of its 480-s
 deadline with four tasks. With BallBalance (issue 47) the steps took ~630 s (the third proof: 478 s for 15, the
 480-s deadline then cut four, 150 s on their rerun), so the deadline is now 540 s, measured start-up and transfers
-leaving room in the 900 s for `run.sh proof --rerun` of whatever it cuts. Its kernels are in
+leaving room in the 900 s for `run.sh proof --rerun` of whatever it cuts. AnymalTerrain (issue 46) is in the same steps (contract, equivalence, bench_sim at 4,096 and
+16,384 envs, memory), not yet measured on a GPU: its height field brings MuJoCo Warp's height-field collision
+kernels, compiled by pack.py once it is registered (its first CPU compile took ~50 s here); expect the deadline to
+cut more steps for `run.sh proof --rerun`. Its kernels are in
 the carried cache when pack.py compiled them after Anymal was registered (docker/mjwarp_precompile.py compiles every
 registered task's); else its first step compiles them on the node (the Ant's took 87 s from an empty cache). run.sh calls this; it assumes the package, MuJoCo,
 MuJoCo Warp and Hydra importable (installed by the kit, or by pip on a node with network).

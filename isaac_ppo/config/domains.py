@@ -13,22 +13,29 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from isaac_ppo.errors import UserError
 
+PROPORTIONS_TOLERANCE = 1e-6  # (a YAML list of decimals such as [0.1, 0.1, 0.35, 0.25, 0.2] sums to 1 within 2e-16)
+
 
 @dataclasses.dataclass(frozen=True)
 class Domain:
-    kind: str  # "real", "int", "bool", "choice" or "pair" (a [min, max] list of two reals, min <= max)
+    # "real", "int", "bool", "choice", "pair" (a [min, max] list of two reals, min <= max) or "proportions" (a list
+    # of `count` shares, each >= 0, summing to 1)
+    kind: str
     low: Optional[float] = None
     high: Optional[float] = None
     low_open: bool = False  # (low, ...: the bound itself is outside
     high_open: bool = False
     choices: Tuple[Any, ...] = ()
     optional: bool = False  # null is allowed (the code then takes its default)
+    count: int = 0  # (proportions: how many)
 
     def describe(self) -> str:
         if self.kind == "bool":
             text = "true or false"
         elif self.kind == "choice":
             text = "one of " + ", ".join(str(c) for c in self.choices)
+        elif self.kind == "proportions":
+            text = f"a list of {self.count} proportions, each >= 0, summing to 1"
         else:
             low = "-inf" if self.low is None else f"{self.low:g}"
             high = "inf" if self.high is None else f"{self.high:g}"
@@ -48,6 +55,9 @@ class Domain:
         if self.kind == "pair":
             return (isinstance(value, (list, tuple)) and len(value) == 2 and all(map(self._admits_number, value))
                     and value[0] <= value[1])
+        if self.kind == "proportions":
+            return (isinstance(value, (list, tuple)) and len(value) == self.count
+                    and all(map(self._admits_number, value)) and abs(sum(value) - 1.0) <= PROPORTIONS_TOLERANCE)
         return self._admits_number(value)
 
     def _admits_number(self, value: Any) -> bool:
@@ -76,9 +86,16 @@ def integer(low: Optional[int] = None, high: Optional[int] = None, optional: boo
     return Domain("int", low, high, optional=optional)
 
 
-def pair(low: Optional[float] = None, high: Optional[float] = None, optional: bool = False) -> Domain:
-    """[min, max] with min <= max, both in [low, high]: a command range, a randomisation interval."""
-    return Domain("pair", low, high, optional=optional)
+def pair(low: Optional[float] = None, high: Optional[float] = None, *, low_open: bool = False,
+         optional: bool = False) -> Domain:
+    """[min, max] with min <= max, both in [low, high] ((low, high] with low_open): a command range, a
+    randomisation interval."""
+    return Domain("pair", low, high, low_open=low_open, optional=optional)
+
+
+def proportions(count: int) -> Domain:
+    """count shares of a whole, each >= 0, summing to 1 (within PROPORTIONS_TOLERANCE): a terrain's kinds."""
+    return Domain("proportions", 0.0, count=count)
 
 
 def boolean(optional: bool = False) -> Domain:

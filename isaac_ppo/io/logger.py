@@ -53,6 +53,8 @@ def iteration_row(iteration: int, env_steps: int, wall_s: float, plan: Any, batc
         row["wait_s"] = round(wait_s, 4)
     if episodes["episodes"] and episodes.get("reward_terms"):  # each term's mean sum over those episodes
         row["reward_terms"] = dict(episodes["reward_terms"])
+    if episodes.get("task_state"):  # the task's own state after the batch's last step (e.g. AnymalTerrain's level)
+        row["task_state"] = dict(episodes["task_state"])
     return row
 
 
@@ -125,6 +127,8 @@ class RunLogger:
                 self.writer.add_scalar("diagnostics/" + key, value, step)
             for key, value in row.get("reward_terms", {}).items():  # legged_gym's and Isaac Lab's tags
                 self.writer.add_scalar("episode/rew_" + key, value, step)
+            for key, value in row.get("task_state", {}).items():  # (IsaacGymEnvs' Episode/terrain_level)
+                self.writer.add_scalar("episode/" + key, value, step)
             evaluation = row.get("eval", {})
             self._evaluation("eval/", evaluation, step)
             self._evaluation("eval_stochastic/", evaluation.get("stochastic", {}), step)
@@ -167,6 +171,8 @@ class RunLogger:
         )
         if row["diverged"]:  # episodes a diverged simulation ended (thrown away): never silent
             line += f" | diverged {row['diverged']:,}"
+        for key, value in row.get("task_state", {}).items():
+            line += f" | {key.replace('_', ' ')} {value:.2f}"
         if "eval" in row:
             line += f" | eval return {row['eval']['return_mean']:.2f}"
         for event in row.get("scheduler_events", ()):  # plan changes, with their reasons

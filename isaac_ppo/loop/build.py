@@ -46,10 +46,16 @@ def build_env_and_scheduler(cfg: DictConfig, rank: int = 0, local_ranks: int = 1
     return _make_env(cfg, pool, cfg.seed + rank, device, local_ranks), scheduler
 
 
-def _make_env(cfg: DictConfig, num_envs: int, seed: int, device: Optional[str], local_ranks: int = 1) -> Any:
+def _make_env(cfg: DictConfig, num_envs: int, seed: int, device: Optional[str], local_ranks: int = 1,
+              evaluation: bool = False) -> Any:
+    """The task's envs; evaluation: the evaluator's, with the task's eval_env values merged on (a task's own
+    evaluation conditions, e.g. AnymalTerrain's every level, none moving)."""
     from isaac_ppo.envs import make
 
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    eval_env = task_cfg.pop("eval_env", None)
+    if evaluation and eval_env:
+        task_cfg = OmegaConf.to_container(OmegaConf.merge(task_cfg, eval_env), resolve=True)
     if cfg.get("asymmetric"):  # the task's critic observations on (IsaacGymEnvs' key, which its tasks read)
         task_cfg["env"] = dict(task_cfg["env"], asymmetric_observations=True)
     mujoco = task_cfg.get("mujoco") or {}
@@ -115,6 +121,6 @@ def build_evaluator(cfg: DictConfig, env: Any, device: Optional[str] = None, mai
     another process."""
     evaluates = main and (cfg.eval.interval_env_steps > 0 or cfg.eval.final) and "isaacgym" not in type(env).__module__
     seed = cfg.seed + EVAL_SEED_OFFSET
-    eval_env = _make_env(cfg, cfg.eval.num_envs, seed, device) if evaluates else None
+    eval_env = _make_env(cfg, cfg.eval.num_envs, seed, device, evaluation=True) if evaluates else None
     thresholds = tuple(cfg.task.get("solve_thresholds") or ())
     return Evaluator(eval_env, cfg.eval.interval_env_steps, cfg.eval.final, cfg.eval.stochastic, seed, thresholds)

@@ -72,6 +72,7 @@ class SyncCollector:
         diverged = 0
         buf.log_std.copy_(model.log_std.detach())
         obs, states = self.obs, self.states
+        task_state: Optional[Dict[str, torch.Tensor]] = None  # (the last step's: the task's own state, e.g. a level)
         # time-outs whose bootstrap value is the next step's own critic value (an env without final_obs, as
         # Isaac Gym's: the observation returned with the reset flag is the terminal one)
         deferred: Optional[torch.Tensor] = None
@@ -101,6 +102,7 @@ class SyncCollector:
                 deferred = time_outs.to(buf.rewards.dtype)
             buf.dones[t] = resets.to(buf.dones.dtype)
             diverged += extras.get("diverged", 0)
+            task_state = extras.get("task_state", task_state)
             obs = obs_dict["obs"]
             states = obs_dict["states"] if states is not None else None
         self.obs, self.states = obs, states
@@ -110,6 +112,8 @@ class SyncCollector:
         self._check_finite(buf, obs, states)
         info = {"last_values": last_values, "diverged": diverged, "collect_s": time.perf_counter() - started}
         info.update(self.tracker.statistics())
+        if task_state:
+            info["task_state"] = {name: float(value) for name, value in task_state.items()}
         return buf, info
 
     def _time_out_values(self, model: ActorCritic, final_obs: torch.Tensor, time_outs: torch.Tensor,

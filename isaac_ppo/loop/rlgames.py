@@ -194,6 +194,7 @@ def _vec_env_class() -> Any:
             self.env = env
             self.tracker = EpisodeTracker(env.num_envs, env.device, window)
             self.diverged = 0
+            self.task_state = None  # (the last step's extras["task_state"]: the task's own state, e.g. a level)
             self.observation_space = spaces.Box(-np.inf, np.inf, (env.num_obs,), dtype=np.float32)
             self.action_space = spaces.Box(-1.0, 1.0, (env.num_actions,), dtype=np.float32)
             states = num_states(env)  # rl-games' central value reads obs["states"] (IsaacGymEnvs' RLGPUEnv's)
@@ -203,6 +204,7 @@ def _vec_env_class() -> Any:
             obs_dict, rewards, resets, extras = self.env.step(actions)
             self.tracker.update(rewards, resets, extras.get("diverged_envs"), extras.get("reward_terms"))
             self.diverged += int(extras.get("diverged", 0))
+            self.task_state = extras.get("task_state", self.task_state)
             return obs_dict, rewards, resets, extras
 
         def reset(self) -> Any:
@@ -307,6 +309,8 @@ def _observer_class() -> Any:
             play_s, update_s = float(stats.get("play_time", math.nan)), float(stats.get("update_time", math.nan))
             step_s = float(stats.get("step_time", math.nan))
             episodes = dict(self.adapter.tracker.statistics(), diverged=self.adapter.diverged)
+            if self.adapter.task_state:
+                episodes["task_state"] = {name: float(v) for name, v in self.adapter.task_state.items()}
             self.adapter.diverged = 0
 
             def mean(key: str) -> float:

@@ -7,7 +7,7 @@ here so that a refused config never waits for torch to import. Key names are Isa
 env.learn.*, ...), so that sim=isaacgym hands the same overrides to its task."""
 import math
 
-from isaac_ppo.config.domains import pair, positive, real
+from isaac_ppo.config.domains import boolean, choice, integer, pair, positive, proportions, real
 
 LEGS = ("LF", "LH", "RF", "RH")  # Isaac Gym's order of the ANYmal's legs (and so of its degrees of freedom)
 JOINTS = ("HAA", "HFE", "KFE")  # hip abduction/adduction, hip flexion/extension, knee flexion/extension
@@ -29,4 +29,31 @@ VELOCITY_COMMANDS = {
 }
 ANYMAL = dict(VELOCITY_COMMANDS, **{f"env.defaultJointAngles.{leg}_{joint}": real(-math.pi, math.pi)
                                     for leg in LEGS for joint in JOINTS})
-DOMAINS = {"Anymal": ANYMAL}
+# what anymal_terrain.AnymalTerrain reads besides: the terrain (a map of at least one cell; its kinds' shares sum to
+# 1), the decimation, every reward scale (IsaacGymEnvs' penalties at 0 or below, its pay at 0 or above; the
+# terminal reward and air time's either way), noise half-widths at 0 or above, a friction range above 0 (MuJoCo Warp
+# gives NaN for a friction of exactly 0), pushes at a positive interval
+PENALTIES = ("linearVelocityZRewardScale", "angularVelocityXYRewardScale", "orientationRewardScale",
+             "jointAccRewardScale", "baseHeightRewardScale", "kneeCollisionRewardScale", "feetStumbleRewardScale",
+             "actionRateRewardScale", "hipRewardScale")
+NOISES = ("noiseLevel", "dofPositionNoise", "dofVelocityNoise", "linearVelocityNoise", "angularVelocityNoise",
+          "gravityNoise", "heightMeasurementNoise")
+ANYMAL_TERRAIN = dict(
+    ANYMAL,
+    **{f"env.learn.{key}": real(None, 0.0) for key in PENALTIES},
+    **{f"env.learn.{key}": real(0.0) for key in NOISES},
+    **{
+        "env.terrain.terrainType": choice("trimesh", "plane"), "env.terrain.staticFriction": positive(),
+        "env.terrain.curriculum": boolean(), "env.terrain.maxInitMapLevel": integer(0),
+        "env.terrain.mapLength": positive(), "env.terrain.mapWidth": positive(),
+        "env.terrain.numLevels": integer(1), "env.terrain.numTerrains": integer(1),
+        "env.terrain.terrainProportions": proportions(5), "env.terrain.seed": integer(0, optional=True),
+        "env.control.decimation": integer(1),
+        "env.learn.allowKneeContacts": boolean(), "env.learn.terminalReward": real(),
+        "env.learn.feetAirTimeRewardScale": real(), "env.learn.heightMeasurementScale": positive(),
+        "env.learn.addNoise": boolean(), "env.learn.randomizeFriction": boolean(),
+        "env.learn.frictionRange": pair(0.0, 10.0, low_open=True), "env.learn.frictionBuckets": integer(1),
+        "env.learn.pushRobots": boolean(), "env.learn.pushInterval_s": positive(),
+        "eval_env.env.terrain.curriculum": boolean(),  # (the evaluation envs': cfg/task/AnymalTerrain.yaml)
+    })
+DOMAINS = {"Anymal": ANYMAL, "AnymalTerrain": ANYMAL_TERRAIN}

@@ -23,7 +23,8 @@ class BatchSim:
 
     name = "mujoco"
 
-    def __init__(self, model: Any, num_envs: int, derived_fields: Sequence[str], sim_cfg: Mapping[str, Any]):
+    def __init__(self, model: Any, num_envs: int, derived_fields: Sequence[str], sim_cfg: Mapping[str, Any],
+                 model_fields: Sequence[str] = ()):
         import mujoco
         from mujoco.batch import Batch
 
@@ -42,6 +43,8 @@ class BatchSim:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             self.derived = {f: torch.from_numpy(self.batch.bind(f)) for f in derived_fields}
+        # model fields with a value per simulation (domain randomisation): live (num_envs, ...) views, writable
+        self.model_fields = {f: torch.from_numpy(self.batch.expand(f)) for f in model_fields}
         self._warning_counts = self.batch.warning[:, :, 1]  # (nsim, mjNWARNING), cleared by a reset
         self._mj_stage_none = int(mujoco.mjtStage.mjSTAGE_NONE)
         self._sim_ids = np.arange(num_envs, dtype=np.int32)

@@ -51,7 +51,7 @@ class WarpSim:
     name = "mjwarp"
 
     def __init__(self, model: Any, num_envs: int, derived_fields: Sequence[str], sim_cfg: Mapping[str, Any],
-                 device: torch.device):
+                 device: torch.device, model_fields: Sequence[str] = ()):
         wp, mjw = import_warp()
         self.wp, self.mjw = wp, mjw
         wp.init()
@@ -72,7 +72,8 @@ class WarpSim:
         njmax = sim_cfg.get("njmax")
         with wp.ScopedDevice(self.wp_device):
             try:
-                self.m = mjw.put_model(model)
+                # (a field with a value per world gets a leading dimension of num_envs)
+                self.m = mjw.put_model(model, batch_sizes={f: num_envs for f in model_fields} or None)
             except NotImplementedError as error:
                 raise UserError(f"MuJoCo Warp cannot run this task's model: {error}") from None
             self.m.opt.warn_overflow = 0  # overflowed worlds are counted per env (flagged), not printed
@@ -81,6 +82,8 @@ class WarpSim:
         view = wp.to_torch  # zero copy, on the simulation's device
         self.qpos, self.qvel, self.ctrl = view(self.d.qpos), view(self.d.qvel), view(self.d.ctrl)
         self.derived = {f: view(getattr(self.d, f)) for f in derived_fields}
+        # per-world model fields (domain randomisation): (num_envs, ...) views, written in place (the graphs read them)
+        self.model_fields = {f: view(getattr(self.m, f)) for f in model_fields}
         self._overflow = view(self.d.overflow)
         self.state_rows: List[torch.Tensor] = [view(getattr(self.d, f)) for f in STATE_FIELDS]
         self._rows = self.state_rows + list(self.derived.values())

@@ -3,7 +3,8 @@ MuJoCo Warp (sim=mjwarp, on its CPU device here). What a step returns, when flag
 the active subset, determinism, reward terms, divergence, and exact resume: the same assertions on both.
 
 sim=mjwarp runs on Cartpole in the default suite (its kernels compile once per model, ~1-2 minutes on an empty
-cache: tests/conftest.py); on Ant, Humanoid, Anymal and BallBalance with --mjwarp-all-models. The mjwarp cases share one xdist
+cache: tests/conftest.py); on Ant, Humanoid, Anymal, BallBalance and AnymalTerrain with
+--mjwarp-all-models. The mjwarp cases share one xdist
 worker (xdist_group), so the suite compiles them once. `--mjwarp-device=cuda` (tests/conftest.py) puts the mjwarp
 envs on a GPU instead.
 """
@@ -34,9 +35,9 @@ def case(sim: str, task: str):
 
 
 CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in ("Cartpole", "Ant", "Humanoid", "Anymal",
-                                                                      "BallBalance")]
+                                                                      "BallBalance", "AnymalTerrain")]
 SHAPES = {"Cartpole": (4, 1, 500), "Ant": (60, 8, 1000), "Humanoid": (108, 21, 1000), "Anymal": (48, 12, 2500),
-          "BallBalance": (24, 3, 500)}
+          "BallBalance": (24, 3, 500), "AnymalTerrain": (188, 12, 1000)}
 # the reward's terms each task reports (extras["reward_terms"]), as IsaacGymEnvs' reward functions add them up
 TERMS = {
     "Cartpole": ["alive", "pole_angle", "cart_velocity", "pole_velocity", "death"],
@@ -44,17 +45,25 @@ TERMS = {
     "Humanoid": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
     "Anymal": ["lin_vel_xy", "ang_vel_z", "torque", "clip"],  # (no death cost: a fall just ends the episode)
     "BallBalance": ["balance"],  # (one product: 1 / (1 + distance) x 1 / (1 + speed))
+    "AnymalTerrain": ["lin_vel_xy", "ang_vel_z", "lin_vel_z", "ang_vel_xy", "orient", "base_height", "torque",
+                      "joint_acc", "collision", "stumble", "action_rate", "air_time", "hip", "clip"],
 }
-CONTROL_STEP = {"Anymal": 0.02}  # the tasks whose episodes are given in seconds (env.learn.episodeLength_s)
+CONTROL_STEP = {"Anymal": 0.02, "AnymalTerrain": 0.02}  # the tasks whose episodes are given in seconds (env.learn.episodeLength_s)
 EPISODE_KEY = {"BallBalance": "maxEpisodeLength"}  # the tasks whose episode length has IsaacGymEnvs' other name
 
 
-def build(sim: str, task: str, num_envs: int, episodeLength=None, **kwargs):
+def build(sim: str, task: str, num_envs: int, episodeLength=None, noise: bool = True, **kwargs):
+    """The task's env; noise=False: without observation noise (AnymalTerrain's: a state observed twice reads the
+    same)."""
     if episodeLength is not None:  # (in the task's own key)
         if task in CONTROL_STEP:
             kwargs["learn"] = {"episodeLength_s": episodeLength * CONTROL_STEP[task]}
         else:
             kwargs[EPISODE_KEY.get(task, "episodeLength")] = episodeLength
+    if not noise and task == "AnymalTerrain":
+        kwargs["learn"] = dict(kwargs.get("learn", {}), addNoise=False)
+    if task == "AnymalTerrain":  # (its map comes from the seed: a resume from another seed's is refused)
+        kwargs["terrain"] = {"seed": 11}
     if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
         require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
     return make(task, num_envs, sim=sim, device=MJWARP_DEVICE if sim == "mjwarp" else "cpu", **kwargs)
@@ -85,6 +94,9 @@ def knock_down(env, task: str, ids) -> None:
         env.qpos[ids, 15] = 0.12
     elif task == "Anymal":  # upside down, the top of the base (its lidar cage) 3.5 mm in the floor: a base contact
         env.qpos[ids, 2] = 0.26
+        env.qpos[ids, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=env.qpos.dtype, device=env.qpos.device)
+    elif task == "AnymalTerrain":  # as the Anymal, on the map's flat border (height 0) beside it
+        env.qpos[ids, 0:3] = torch.tensor([-10.0, -10.0, 0.26], dtype=env.qpos.dtype, device=env.qpos.device)
         env.qpos[ids, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=env.qpos.dtype, device=env.qpos.device)
     elif task == "Ant":  # the torso below the termination height (0.31 m), as in a fall
         env.qpos[ids, 2] = 0.2
@@ -135,7 +147,9 @@ def test_time_out_resets_inside_the_step_and_final_obs_is_the_terminal_one(sim, 
     if task != "Cartpole":
         if task != "BallBalance":  # (its observation holds no last actions)
             assert torch.all(obs["obs"][:, -env.num_actions:] == 0)  # last actions start at zero
-        torch.testing.assert_close(obs["obs"][:, 0], first[:, 0])  # the start height (BallBalance: knee 0's angle)
+        # the start height (BallBalance: knee 0's angle; AnymalTerrain: x velocity 0, with its noise of +-0.2)
+        noise = 0.2 if task == "AnymalTerrain" else 0.0
+        torch.testing.assert_close(obs["obs"][:, 0], first[:, 0], rtol=1.3e-6, atol=2 * noise + 1e-5)
 
 
 @pytest.mark.parametrize("sim,task", CASES)
@@ -171,7 +185,7 @@ def test_same_seed_same_trajectory_other_seed_other_trajectory(sim, task):
 
 @pytest.mark.parametrize("sim,task", CASES)
 def test_set_active_steps_only_the_leading_envs_and_the_rest_resume_where_they_stood(sim, task):
-    env = build(sim, task, 12, seed=3)
+    env = build(sim, task, 12, seed=3, noise=False)
     env.reset()
     for _ in range(3):
         env.step(torch.full((12, env.num_actions), 0.3))

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from isaac_ppo.config import load
 from isaac_ppo.config.checks import RUN_DOMAINS
 from isaac_ppo.config.compose import compose_config
-from isaac_ppo.config.domains import boolean, flat, pair, real
+from isaac_ppo.config.domains import boolean, flat, pair, proportions, real
 from isaac_ppo.errors import UserError
 from isaac_ppo.tasks import TASKS, parameter_domains
 
@@ -37,6 +37,16 @@ SMALL = ["num_envs=64", "agent.minibatch_size=256", "max_iterations=1", "sim=muj
     ("task=Anymal task.env.randomCommandVelocityRanges.linear_x=[2.0,-2.0]",
      "task.env.randomCommandVelocityRanges.linear_x=[2.0, -2.0] is outside its domain: a pair [min, max], min <= max, "
      "of numbers in [-5, 5]"),
+    # issue 46's bad input for AnymalTerrain: terrain kinds whose shares do not make a whole, a map of no level, a
+    # friction range upside down
+    ("task=AnymalTerrain task.env.terrain.terrainProportions=[0.5,0.5,0.5,0,0]",
+     "task.env.terrain.terrainProportions=[0.5, 0.5, 0.5, 0, 0] is outside its domain: a list of 5 proportions, each "
+     ">= 0, summing to 1"),
+    ("task=AnymalTerrain task.env.terrain.numLevels=0",
+     "task.env.terrain.numLevels=0 is outside its domain: an integer in [1, inf)"),
+    ("task=AnymalTerrain task.env.learn.frictionRange=[1.25,0.5]",
+     "task.env.learn.frictionRange=[1.25, 0.5] is outside its domain: a pair [min, max], min <= max, of numbers in "
+     "(0, 10]"),
     # issue 47: the critic's own observations asked of a task that has none
     ("task=Cartpole asymmetric=true", "asymmetric=true: task=Cartpole has no critic observations"),
 ])
@@ -67,6 +77,18 @@ def test_a_bad_anymal_value_is_one_line_and_exit_2_before_any_folder(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         "isaac-ppo-train: task.env.control.stiffness=-85 is outside its domain: a number in (0, inf)"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_terrain_proportions_that_do_not_sum_to_1_are_one_line_and_exit_2_before_any_folder(tmp_path):
+    """The CLI, as a user types it (issue 46's acceptance)."""
+    done = subprocess.run([sys.executable, "-m", "isaac_ppo.train", "task=AnymalTerrain", *SMALL,
+                           "task.env.terrain.terrainProportions=[0.1,0.1,0.35,0.25,0.25]",
+                           f"runs_dir={tmp_path / 'runs'}"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "isaac-ppo-train: task.env.terrain.terrainProportions=[0.1, 0.1, 0.35, 0.25, 0.25] is outside its domain: a "
+        "list of 5 proportions, each >= 0, summing to 1"]
     assert os.listdir(tmp_path) == []
 
 
@@ -110,9 +132,11 @@ def test_a_seeded_fuzzer_over_every_key_of_every_task(capsys):
     one line naming the key; a value inside is not refused for its own sake; nothing but a UserError is ever
     raised. A key with a declared domain (the task's parameters, the run's RUN_DOMAINS) gets the six of ALWAYS and
     two more drawn; any other key two drawn from both lists. The run's keys are the same in every task's config:
-    they are fuzzed in the first task's only; the others' task.* and agent.* keys each time."""
+    they are fuzzed in the first task's only; the others' task.* and agent.* keys each time, but for a key with the
+    same domain and default as one already fuzzed."""
     rng = random.Random(43)
     cases = refused = 0
+    fuzzed = set()
     for number, task in enumerate(sorted(TASKS)):
         composed = OmegaConf.to_container(compose_config([f"task={task}", *SMALL]), resolve=True)
         domains = {f"task.{k}": d for k, d in parameter_domains(task).items()}
@@ -122,7 +146,11 @@ def test_a_seeded_fuzzer_over_every_key_of_every_task(capsys):
         # the run's keys are the same in every task's config: after the first task, only what the task brings (its
         # parameters and its agent's values) is fuzzed again
         keys = [k for k in defaults if not isinstance(defaults[k], (list, dict))
-                and (number == 0 or k.startswith(("task.", "agent.")))]
+                and (number == 0 or k.startswith(("task.", "agent.")))
+                and (k, domains.get(k), defaults[k]) not in fuzzed]
+        # a key another task's config brought with the same domain and default (AnymalTerrain's inherited Anymal
+        # keys, an agent value two tasks share) was fuzzed there: the same cases would be tried again
+        fuzzed.update((k, domains.get(k), defaults[k]) for k in keys)
         for key in keys:
             numeric = isinstance(defaults[key], (int, float)) and not isinstance(defaults[key], bool)
             candidates = ALWAYS + rng.sample(MORE, 2) if key in domains else rng.sample(ALWAYS + MORE, 2)
@@ -165,6 +193,13 @@ def test_a_domain_describes_its_bounds():
     assert speeds.admits([-1.0, 1.0]) and speeds.admits([0.5, 0.5])
     for outside in ([1.0, -1.0], [-6.0, 1.0], [0.0], [0.0, float("nan")], 1.0, ["a", "b"]):
         assert not speeds.admits(outside), outside
+    kinds = proportions(3)  # (a terrain's kinds: shares of its columns)
+    assert kinds.describe() == "a list of 3 proportions, each >= 0, summing to 1"
+    assert kinds.admits([0.1, 0.2, 0.7]) and kinds.admits([1, 0, 0])
+    for outside in ([0.5, 0.5], [0.5, 0.6, -0.1], [0.2, 0.2, 0.2], [0.5, 0.5, float("nan")], 1.0, ["a", "b", "c"]):
+        assert not kinds.admits(outside), outside
+    frictions = pair(0.0, 10.0, low_open=True)  # (MuJoCo Warp gives NaN for a friction of exactly 0)
+    assert not frictions.admits([0.0, 1.0]) and frictions.admits([0.5, 1.25])
     switch = boolean()  # (task.mujoco.refsafe: a number where a switch is meant is refused, not read as one)
     assert switch.describe() == "true or false" and switch.admits(False) and switch.admits(True)
     for outside in (0, 1, "false", None):

@@ -1,6 +1,6 @@
 """sim=mjwarp: MuJoCo Warp against mujoco.batch from the same state and controls, what only MuJoCo Warp needs
 (overflowed buffers, the choice sim=auto makes), and a run that learns on it. On Warp's CPU device; Cartpole in
-the default suite, Ant, Humanoid, Anymal and BallBalance with --mjwarp-all-models (tests/conftest.py); with --mjwarp-device=cuda the
+the default suite, Ant, Humanoid, Anymal, BallBalance and AnymalTerrain with --mjwarp-all-models (tests/conftest.py); with --mjwarp-device=cuda the
 equivalence tests put MuJoCo Warp on a GPU, and compare it with Warp's CPU device too. The contract itself, on both
 backends, is tests/integration/test_backend_contract.py."""
 from __future__ import annotations
@@ -56,7 +56,7 @@ def same_start(task: str, num_envs: int = 6, seed: int = 4, reference: str = "mu
 
 
 @pytest.mark.parametrize("reference", ["mujoco", "mjwarp"])
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance"))
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain"))
 def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
     """1 physics step, then 1/12 s of simulated time (at most 10 steps) from the same state with the same controls
     (MuJoCo Warp is float32, mujoco.batch float64; contacts and limits switch discontinuously, so longer horizons
@@ -73,14 +73,22 @@ def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
     warp.ctrl.copy_(controls.float())
     horizon = min(10, round((1 / 12) / batch.sim.model.opt.timestep))  # steps: Ant 5, Humanoid 10, Anymal 10
     # (tolerances: measured 1.1e-7 / 1.6e-6 on qpos and 9.8e-6 / 2.6e-5 on qvel for the Ant, with room)
-    for steps, qpos_tol, qvel_tol in ((1, 1e-6, 1e-4), (horizon - 1, 2e-5, 1e-3)):  # 1, then the horizon in all
+    after_horizon = (2e-5, 1e-3)
+    if task == "AnymalTerrain" and reference == "mujoco":
+        # MuJoCo's C height-field collision and MuJoCo Warp's are different algorithms: where a foot touches down
+        # within the horizon, the two worlds' contacts begin a step apart. Measured (seeds 4 and 5, 12 worlds): every
+        # world within float32 for 8 steps; the 2 with a touch-down then 3.7e-4 apart on qpos and 0.11 on qvel
+        after_horizon = (1e-3, 0.3)
+    for steps, qpos_tol, qvel_tol in ((1, 1e-6, 1e-4), (horizon - 1, *after_horizon)):  # 1, then the horizon in all
         batch.sim.step(batch.num_envs, steps)
         warp.sim.step(warp.num_envs, steps)
-        torch.testing.assert_close(warp.qpos.double().cpu(), batch.qpos.double(), rtol=0, atol=qpos_tol)
+        # (rtol: float32's own rounding of a position far from the origin, AnymalTerrain's robots up to 160 m out
+        # on the map: 1 ulp is 1.5e-5 m there; 1e-6 is 8 ulps)
+        torch.testing.assert_close(warp.qpos.double().cpu(), batch.qpos.double(), rtol=1e-6, atol=qpos_tol)
         torch.testing.assert_close(warp.qvel.double().cpu(), batch.qvel.double(), rtol=0, atol=qvel_tol)
 
 
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance"))
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain"))
 def test_task_observations_and_rewards_from_the_same_state_match(task):
     """The task's semantics (one definition, tasks/) read each simulator's state and derived fields (the foot
     force sensors, the actuator forces) to the same observations and rewards, within float32."""

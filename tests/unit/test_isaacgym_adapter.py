@@ -302,6 +302,34 @@ sim:
 task:
   randomize: False
 """
+# IsaacGymEnvs' AnymalTerrain.yaml in miniature: its terrain, control and learn keys as there (not terrain.seed or
+# learn.frictionBuckets: ours)
+FAKE_ANYMAL_TERRAIN_TASK = """
+name: AnymalTerrain
+env:
+  numEnvs: ${resolve_default:4096,${...num_envs}}
+  terrain:
+    terrainType: trimesh
+    staticFriction: 1.0
+    curriculum: true
+    maxInitMapLevel: 0
+    numLevels: 10
+    numTerrains: 20
+    terrainProportions: [0.1, 0.1, 0.35, 0.25, 0.2]
+  control:
+    stiffness: 80.0
+    damping: 2.0
+    actionScale: 0.5
+    decimation: 4
+  learn:
+    addNoise: true
+    frictionRange: [0.5, 1.25]
+    pushInterval_s: 15
+    episodeLength_s: 20
+sim:
+  dt: 0.005
+  substeps: 1
+"""
 FAKE_INIT = """
 from omegaconf import OmegaConf
 
@@ -334,6 +362,7 @@ def _install_fake_isaacgym(monkeypatch, tmp_path, with_envs=True):
         (package / "cfg" / "task" / f"{name}.yaml").write_text(FAKE_TASK.format(name=name))
     (package / "cfg" / "task" / "Anymal.yaml").write_text(FAKE_ANYMAL_TASK)
     (package / "cfg" / "task" / "BallBalance.yaml").write_text(FAKE_BALL_BALANCE_TASK)
+    (package / "cfg" / "task" / "AnymalTerrain.yaml").write_text(FAKE_ANYMAL_TERRAIN_TASK)
     spec = importlib.util.spec_from_file_location("isaacgymenvs", str(package / "__init__.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -456,6 +485,32 @@ def test_sim_isaacgym_task_anymal_is_isaacgymenvs_anymal_with_the_same_overrides
     assert task["env"]["randomCommandVelocityRanges"]["linear_x"] == [0.0, 1.5]
     assert task["env"]["randomCommandVelocityRanges"]["yaw"] == [-1.0, 1.0]  # (unchanged: IsaacGymEnvs' own)
     assert task["sim"] == {"dt": 0.02, "substeps": 2} and "mujoco" not in task
+
+
+def test_sim_isaacgym_task_anymalterrain_is_isaacgymenvs_anymalterrain_with_the_same_overrides(monkeypatch, tmp_path):
+    """task=AnymalTerrain on sim=isaacgym: IsaacGymEnvs' own AnymalTerrain (its trimesh terrain, curriculum and
+    randomisation) from its own AnymalTerrain.yaml, the user's terrain, noise and friction changes forwarded; the
+    port's own keys stay here: mujoco.*, the evaluation envs' eval_env, and the map seed, which IsaacGymEnvs has no
+    key for (asked for there: refused in one line)."""
+    from isaac_ppo.envs.make import load_task_config
+
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
+    ours = load_task_config("AnymalTerrain")
+    ours.env.terrain.numLevels = 5
+    ours.env.terrain.terrainProportions = [0.2, 0.2, 0.2, 0.2, 0.2]
+    ours.env.learn.addNoise = False
+    ours.env.learn.frictionRange = [0.8, 1.0]
+    ours.mujoco.substeps = 4
+    make("AnymalTerrain", 64, sim="isaacgym", seed=3, device="cuda:0", task_cfg=ours)
+    task = _task(calls)
+    assert task["env"]["terrain"]["numLevels"] == 5 and task["env"]["terrain"]["numTerrains"] == 20
+    assert task["env"]["terrain"]["terrainProportions"] == [0.2] * 5
+    assert task["env"]["learn"]["addNoise"] is False and task["env"]["learn"]["frictionRange"] == [0.8, 1.0]
+    assert task["env"]["control"]["decimation"] == 4 and task["sim"] == {"dt": 0.005, "substeps": 1}
+    assert "mujoco" not in task and "eval_env" not in task and "seed" not in task["env"]["terrain"]
+    ours.env.terrain.seed = 7
+    with pytest.raises(UserError, match=r"IsaacGymEnvs' config for AnymalTerrain refused .*task.env.terrain.seed=7"):
+        make("AnymalTerrain", 64, sim="isaacgym", task_cfg=ours)
 
 
 def test_sim_isaacgym_task_ballbalance_is_isaacgymenvs_ballbalance_with_the_same_overrides(monkeypatch, tmp_path):

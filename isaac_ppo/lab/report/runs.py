@@ -24,7 +24,7 @@ NOT_RUNS = {".hydra", "tb", "checkpoints", "__pycache__"}
 # overrides that say where a run writes or where it continues from, not what it is: never a swept setting (a run
 # resumed with resume=auto is the same setting as the one it continues)
 OUTPUT_KEYS = {"experiment", "runs_dir", "hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "resume"}
-NESTED = ("diagnostics", "eval", "reward_terms")  # rows' nested dicts of metrics (diagnostics.NAME, eval.NAME, ...)
+NESTED = ("diagnostics", "eval", "reward_terms", "task_state")  # rows' nested dicts of metrics (diagnostics.NAME, eval.NAME, ...)
 EVAL_METRIC = "eval.return_mean"
 TRAINING_METRIC = "window_mean_return"  # the fallback for runs that did not evaluate: lagged
 
