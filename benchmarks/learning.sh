@@ -11,6 +11,10 @@
 #     isaac-ppo-report RUNS/anymal_seed*/*/ metric=eval.tracking_error_xy_mps
 #   BallBalance (issue 47): IsaacGymEnvs' values (4096 envs x 16 steps, 250 iterations = 16.4M env steps), evaluated
 #     every 2M env steps; solved at evaluation return 300 (of at most 500).
+#   AnymalTerrain (issue 46): IsaacGymEnvs' values (4096 envs x 24 steps, AnymalTerrainPPO, 1500 iterations = 147M
+#     env steps; resumable with resume=auto, so a CPU runs a fraction and continues), evaluated every 2M env steps on 64
+#     envs spread over every level (eval_env: curriculum false); the curriculum's mean level is task_state.terrain_level:
+#     isaac-ppo-report RUNS/anymal_terrain_seed*/*/ metric=task_state.terrain_level
 # Usage: bash benchmarks/learning.sh [RUNS_DIR] [TASK] [SEEDS]   (SEEDS: "0 1 2" unless given)   (default /tmp/isaac-ppo-bench-runs, Ant)
 set -euo pipefail
 runs="${1:-/tmp/isaac-ppo-bench-runs}"
@@ -28,5 +32,9 @@ case "$task" in
                  isaac-ppo-train task=BallBalance sim=mujoco seed=$seed max_iterations=250 \
                    experiment=ballbalance_seed$seed runs_dir="$runs"
                done ;;
-  *) echo "learning.sh: no learning benchmark for task $task (Ant, Anymal, BallBalance)" >&2; exit 2 ;;
+  AnymalTerrain) for seed in $seeds; do
+                   isaac-ppo-train task=AnymalTerrain sim=mujoco seed=$seed max_iterations=1500 \
+                     experiment=anymal_terrain_seed$seed runs_dir="$runs" resume=auto
+                 done ;;
+  *) echo "learning.sh: no learning benchmark for task $task (Ant, Anymal, AnymalTerrain, BallBalance)" >&2; exit 2 ;;
 esac

@@ -81,7 +81,7 @@ class AnymalTerrain(LeggedTask):
     num_actions = 12
     state_buffers = LeggedTask.state_buffers + (
         "levels", "types", "env_origins", "placed", "feet_air_time", "previous_actions", "previous_dof_vel",
-        "env_friction", "push_counter", "map_seed")
+        "env_friction")
 
     # ----------------------------------------------------------------------------------------------
     # the model
@@ -151,8 +151,7 @@ class AnymalTerrain(LeggedTask):
         self.feet_air_time = torch.zeros(n, len(FEET), device=on)
         self.previous_actions = torch.zeros(n, self.num_actions, device=on)
         self.previous_dof_vel = torch.zeros(n, self.num_dof, device=on)
-        self.push_counter = torch.zeros((), dtype=torch.long, device=on)
-        self.map_seed = torch.tensor(self.map_seed_value, dtype=torch.long, device=on)
+        self.push_counter = 0  # control steps so far, shared by all envs (a Python int: no device sync a step)
         grid_x, grid_y = torch.meshgrid(torch.tensor(SCAN_X_M), torch.tensor(SCAN_Y_M), indexing="ij")
         self.scan_points = torch.stack((grid_x.flatten(), grid_y.flatten(), torch.zeros(grid_x.numel())), 1).to(on)
         self.base_start = torch.tensor([0.0, 0.0, float(self.model.qpos0[2])], device=on)
@@ -200,11 +199,15 @@ class AnymalTerrain(LeggedTask):
         effective = ((self.env_friction + self.ground_friction) / 2).to(field.dtype)
         field[:, torch.as_tensor(self.robot_geoms, device=field.device), 0] = effective.unsqueeze(1).to(field.device)
 
+    def state_dict(self) -> Dict[str, Any]:
+        return dict(super().state_dict(), push_counter=self.push_counter, map_seed=self.map_seed_value)
+
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         if int(state["map_seed"]) != self.map_seed_value:
             raise UserError(f"the checkpoint's terrain was generated from seed {int(state['map_seed'])}, this run's "
                             f"from {self.map_seed_value}: resume with the same seed (or task.env.terrain.seed)")
         super().load_state_dict(state)
+        self.push_counter = int(state["push_counter"])
         if self.per_env_model_fields():  # (the simulator's per-env model fields are not in its state rows)
             self.apply_friction()
 
@@ -218,7 +221,7 @@ class AnymalTerrain(LeggedTask):
     def after_physics(self, n: int) -> None:
         """Pushes when due, then the yaw-rate commands from the headings (IsaacGymEnvs' post_physics_step)."""
         self.push_counter += 1
-        if self.push and int(self.push_counter) % self.push_interval == 0:
+        if self.push and self.push_counter % self.push_interval == 0:
             velocity = 2.0 * torch.rand(n, 2, generator=self.generator, device=self.sim_device) - 1.0
             self.qvel[:n, 0:2] = velocity.to(self.qvel.dtype)
         self.follow_headings(slice(0, n))

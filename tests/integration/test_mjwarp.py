@@ -49,6 +49,8 @@ def same_start(task: str, num_envs: int = 6, seed: int = 4, reference: str = "mu
         getattr(warp, name).copy_(rounded)
     for name in batch.state_buffers:  # (the task's own state, e.g. Anymal's commands: drawn from a generator on
         getattr(warp, name).copy_(getattr(batch, name))  # each env's device, so CUDA's draws are not the CPU's)
+    if warp.per_env_model_fields():  # (AnymalTerrain's friction per env: the copied values into Warp's model too)
+        warp.apply_friction()
     everyone = torch.arange(num_envs)
     batch.sim.forward(everyone)
     warp.sim.forward(everyone)
