@@ -18,7 +18,8 @@ VARIANTS = {
     "IsaacGymEnvs' (terrain, noise, friction per env, pushes)": {},
     "no observation noise": {"learn": {"addNoise": False}},
     "no friction randomisation (no per-env model field)": {"learn": {"randomizeFriction": False}},
-    "no pushes": {"learn": {"pushRobots": False}},
+    # (a push is one velocity write every 750 steps: at the interval of one step here, its most)
+    "pushes every step (IsaacGymEnvs': every 750)": {"learn": {"pushInterval_s": 0.02}},
     "flat floor (terrainType plane, heights 0)": {"terrain": {"terrainType": "plane"}},
     "none of them (plane, no noise, friction or pushes)": {
         "terrain": {"terrainType": "plane"},

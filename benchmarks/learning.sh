@@ -33,8 +33,10 @@ case "$task" in
                    experiment=ballbalance_seed$seed runs_dir="$runs"
                done ;;
   AnymalTerrain) for seed in $seeds; do
+                   # (continues the seed's run where one stopped: resume=auto refuses when there is none yet)
+                   resume=$(ls "$runs"/anymal_terrain_seed$seed/*/checkpoints/last.pt >/dev/null 2>&1 && echo resume=auto || true)
                    isaac-ppo-train task=AnymalTerrain sim=mujoco seed=$seed max_iterations=1500 \
-                     experiment=anymal_terrain_seed$seed runs_dir="$runs" resume=auto
+                     experiment=anymal_terrain_seed$seed runs_dir="$runs" $resume
                  done ;;
   *) echo "learning.sh: no learning benchmark for task $task (Ant, Anymal, AnymalTerrain, BallBalance)" >&2; exit 2 ;;
 esac
