@@ -187,3 +187,24 @@ def test_cartpole_learns_on_mjwarp_to_the_mujoco_batch_threshold(tmp_path):
                            "diagnostics=off", "eval.interval_env_steps=0")
     final = run.summary["final_eval"]
     assert final["return_mean"] >= 400, final
+
+
+@pytest.mark.mjwarp_models
+def test_anymal_terrains_friction_per_env_reaches_mujoco_warps_contacts():
+    """AnymalTerrain's friction randomisation on MuJoCo Warp: each world's robot geoms hold (its bucket + the ground's)
+    / 2 in the per-world model field, and a standing robot's contacts in world i carry world i's value (MuJoCo Warp
+    honours the robot geoms' priority over the ground, as MuJoCo does)."""
+    env = make("AnymalTerrain", 6, sim="mjwarp", seed=2, device=DEVICE, learn={"addNoise": False, "pushRobots": False})
+    field = env.sim.model_fields["geom_friction"]
+    robot = torch.as_tensor(env.robot_geoms, device=field.device)
+    expected = ((env.env_friction + 1.0) / 2).to(field.device)
+    torch.testing.assert_close(field[:, robot, 0], expected.unsqueeze(1).expand(6, len(robot)).to(field.dtype))
+    env.reset()
+    for _ in range(10):  # (the feet settle onto the ground)
+        env.step(torch.zeros(6, 12, device=env.device))
+    count = int(env.sim.d.nacon.numpy()[0])
+    worlds = env.sim.d.contact.worldid.numpy()[:count]
+    friction = env.sim.d.contact.friction.numpy()[:count, 0]
+    assert count >= 6 and set(worlds.tolist()) == set(range(6))
+    for world, value in zip(worlds.tolist(), friction.tolist()):
+        assert value == pytest.approx(float(expected[world]), rel=1e-6)
