@@ -28,7 +28,9 @@ from typing import Any, Dict, List, Optional
 import torch
 
 LOCOMOTION = ("Ant", "Humanoid")  # tasks whose observations 1-3 are the torso's local linear velocity
-LEGGED = ("Anymal",)  # legged robots under velocity commands (tasks/legged): a gait is how well it tracks them
+# legged robots under velocity commands (tasks/legged): a gait is how well it tracks them (AnymalTerrain's with its
+# pushes and observation noise, as it trains)
+LEGGED = ("Anymal", "AnymalTerrain")
 TORSO_HEIGHT = 0  # IsaacGymEnvs' locomotion observations: the torso's height above the floor,
 TORSO_VELOCITY = slice(1, 4)  # its linear velocity in its own frame,
 UP_PROJ = 10  # and its up axis projected on the world's (1 upright, 0 on its side, below 0 upside down)
