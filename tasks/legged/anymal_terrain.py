@@ -10,7 +10,8 @@ so), [24:36] joint velocities x dofVelocityScale, [36:176] 140 terrain heights o
 base (x -0.8..-0.2 and 0.2..0.8 m, y -0.5..-0.1 and 0.1..0.5 m, turned by the base's yaw):
 clip(base height - 0.5 - terrain height, -1, 1) x heightMeasurementScale, [176:188] the last actions. With addNoise,
 each group gets uniform noise of +-(its noise x noiseLevel x its scale) (commands and actions none).
-Act: joint position targets, default angle + actionScale x action, held by MuJoCo's position servos (common.py):
+Act: joint position targets, default angle + actionScale x action (not clipped: IsaacGymEnvs' AnymalTerrain sets
+no clipActions; the config's 1000 stands for none), held by MuJoCo's position servos (common.py):
 IsaacGymEnvs' AnymalTerrain computes the same PD torque, clipped to +-80 N m, itself once per 5-ms physics step;
 MuJoCo's servo evaluates it at every physics step of the port (2.5 ms).
 Commands: vx, vy from their ranges and a heading from the yaw range at each reset, all four zeroed when
