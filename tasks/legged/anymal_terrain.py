@@ -54,7 +54,7 @@ from isaac_ppo.tasks.base import Selection
 from isaac_ppo.tasks.legged import LEGS
 from isaac_ppo.tasks.legged import terrain as terrain_map
 from isaac_ppo.tasks.legged.common import (CONTACT_THRESHOLD, LeggedTask, feet_air_time_step, projected_gravity,
-                                           rotate, yaw_rate_to_heading)
+                                           yaw_rate_to_heading)
 
 TRACKING_SIGMA = 0.25  # (m/s)^2 and (rad/s)^2: IsaacGymEnvs' exp(-error / 0.25) tracking kernels
 BASE_HEIGHT_TARGET_M = 0.52  # IsaacGymEnvs' base_height term (hard-coded there)
@@ -235,12 +235,12 @@ class AnymalTerrain(LeggedTask):
         quat = self.qpos[sel][:, 3:7].float()
         if not self.rough:
             return torch.zeros(quat.shape[0], self.scan_points.shape[0], device=self.sim_device)
-        yaw_only = quat.clone()
-        yaw_only[:, 1:3] = 0.0  # (w, x, y, z): keep w and z, IsaacGymEnvs' quat_apply_yaw
-        yaw_only = yaw_only / yaw_only.norm(dim=1, keepdim=True)
-        k, m = quat.shape[0], self.scan_points.shape[0]
-        turned = rotate(yaw_only.repeat_interleave(m, dim=0), self.scan_points.repeat(k, 1)).view(k, m, 3)
-        points = turned[..., :2] + self.qpos[sel][:, None, 0:2].float()
+        # IsaacGymEnvs' quat_apply_yaw keeps w and z of (w, x, y, z) and normalises: a turn about z by
+        # 2 atan2(z, w), applied here as a 2-D rotation of the scan grid (no per-point quaternion)
+        yaw = 2.0 * torch.atan2(quat[:, 3], quat[:, 0])
+        cos, sin = torch.cos(yaw)[:, None], torch.sin(yaw)[:, None]
+        x, y = self.scan_points[:, 0], self.scan_points[:, 1]
+        points = torch.stack((cos * x - sin * y, sin * x + cos * y), dim=2) + self.qpos[sel][:, None, 0:2].float()
         return terrain_map.heights_under(self.heights, points)
 
     def compute_observations(self, sel: Selection) -> torch.Tensor:
