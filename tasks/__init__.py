@@ -18,6 +18,7 @@ TASKS = {
     "Anymal": "isaac_ppo.tasks.legged.anymal:Anymal",
     "AnymalTerrain": "isaac_ppo.tasks.legged.anymal_terrain:AnymalTerrain",
     "BallBalance": "isaac_ppo.tasks.classic.ball_balance:BallBalance",
+    "FrankaCabinet": "isaac_ppo.tasks.manipulation.franka_cabinet:FrankaCabinet",
 }
 
 

@@ -83,6 +83,9 @@ class MujocoTask:
         # compute_reward's measures of the step that are no reward (name with its unit -> per-env tensor), e.g. a
         # legged robot's velocity-tracking error in m/s: what evaluation and the gait check report beside the return
         self.measures: Dict[str, torch.Tensor] = {}
+        # compute_reward's outcomes of the step (name -> per-env tensor) that count once, at an episode's last step,
+        # e.g. FrankaCabinet's drawer_opened: evaluation reports each one's mean over episodes (a success rate)
+        self.outcomes: Dict[str, torch.Tensor] = {}
         self.dt = self.control_step_s()  # the control step, as the task's rewards use it
         self.max_episode_length = self.episode_length_steps()
         sim_cfg = cfg["mujoco"]
@@ -266,6 +269,8 @@ class MujocoTask:
             "reward_terms": self._zeroed(self.reward_terms, diverged, diverged_count),
             "measures": self._zeroed(self.measures, diverged, diverged_count),
         }
+        if self.outcomes:
+            extras["outcomes"] = self._zeroed(self.outcomes, diverged, diverged_count)
         task_state = self.task_state()
         if task_state:
             extras["task_state"] = task_state

@@ -19,7 +19,9 @@ whose returned ``obs`` is itself the terminal one, as Isaac Gym's, leaves it out
 diverged and were reset during this step) and ``"diverged_envs"`` (bool ``[n]``: which; their episodes are
 left out of every episode statistic), ``"reward_terms"`` and ``"measures"`` (name -> ``[n]``: the reward's parts,
 and measures of the step that are no reward, each name with its unit, e.g. a legged robot's
-``tracking_error_xy_mps``; evaluation reports each one's episode mean).
+``tracking_error_xy_mps``; evaluation reports each one's episode mean), and ``"outcomes"`` (name -> ``[n]``: what
+counts once, at the step that ends an episode, e.g. FrankaCabinet's ``drawer_opened``; evaluation reports its mean
+over episodes).
 
 Optional capability ``set_active(n) -> {"obs": Tensor[n, num_obs]}``: from now on only the first n envs of
 the pool are stepped and returned; the others keep their state. On MuJoCo the cost scales with n.

@@ -23,13 +23,16 @@ def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None
     and whether its simulation diverged (such an episode is no sample of the policy: summarise leaves it out).
     Envs that finished keep stepping (the pool steps as one) but count no more. on_step runs after every step
     (a video recorder). measures: each of the task's step measures (extras["measures"], e.g. a legged robot's
-    tracking error in m/s) averaged over that episode's steps, per env; empty for a task that reports none."""
+    tracking error in m/s) averaged over that episode's steps, per env; empty for a task that reports none. outcomes
+    (extras["outcomes"], e.g. FrankaCabinet's drawer_opened) are read at the episode's last step instead, and join
+    the measures under their names (their mean over episodes is a success rate)."""
     n, device = env.num_envs, env.device  # (kept on the env's device: one host read a step, for the loop's end)
     returns = torch.zeros(n, dtype=torch.float64, device=device)
     lengths = torch.zeros(n, dtype=torch.long, device=device)
     done = torch.zeros(n, dtype=torch.bool, device=device)
     diverged = torch.zeros(n, dtype=torch.bool, device=device)
     measure_sums: Dict[str, torch.Tensor] = {}
+    outcomes: Dict[str, torch.Tensor] = {}
     obs = env.reset()["obs"]
     with torch.no_grad():
         while not bool(done.all()):
@@ -42,11 +45,16 @@ def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None
             for name, value in extras.get("measures", {}).items():
                 total = measure_sums.setdefault(name, torch.zeros(n, dtype=torch.float64, device=device))
                 total += torch.where(live, value.double(), 0.0)
+            for name, value in extras.get("outcomes", {}).items():
+                ended = live & resets.bool()
+                outcome = outcomes.setdefault(name, torch.zeros(n, dtype=torch.float64, device=device))
+                outcome[ended] = value.double()[ended]
             if "diverged_envs" in extras:
                 diverged |= live & extras["diverged_envs"].bool()
             done |= resets.bool()
             obs = obs_dict["obs"]
     measures = {name: (total / lengths.clamp(min=1)).cpu() for name, total in measure_sums.items()}
+    measures.update({name: value.cpu() for name, value in outcomes.items()})
     return {"returns": returns.cpu(), "lengths": lengths.cpu(), "diverged": diverged.cpu(), "measures": measures}
 
 

@@ -1,4 +1,4 @@
-"""The gait check (isaac_ppo/lab/gait.py) of BallBalance: a checkpoint of one iteration replayed at the run's physics
+"""The gait check (isaac_ppo/lab/gait.py) of BallBalance and FrankaCabinet: a checkpoint of one iteration replayed at the run's physics
 and at 2x finer steps, measured by its own quantities (GAITS). (Ant's: tests/integration/test_study.py, through a
 study; Anymal's: test_legged_measures.py.)"""
 from __future__ import annotations
@@ -33,6 +33,16 @@ def test_ballbalance_is_measured_by_where_the_ball_is_kept_at_its_physics_and_fi
         assert 0 < gait["ball_speed_mps_mean"] < 20
         assert 0 < gait["reward_per_step_mean"] <= 1  # (the product of two factors in (0, 1])
         assert 0 <= gait["dropped_env_fraction"] <= 1 and gait["diverged"] == 0
+
+
+def test_frankacabinet_is_measured_by_how_the_drawer_opens_at_its_physics_and_finer(tmp_path):
+    path = last_checkpoint(tmp_path, "FrankaCabinet")
+    for refine in (1, 2):
+        gait = check(path, "FrankaCabinet", envs=4, steps=40, refine=refine)
+        assert gait["task"] == "FrankaCabinet" and gait["envs"] == 4 and gait["steps"] == 40
+        assert 0 <= gait["opened_env_fraction"] <= 1 and 0 <= gait["drawer_opening_m_mean"] <= 0.4
+        assert 0.05 < gait["grasp_distance_m_mean"] < 1.5  # (the arm starts ~0.4 m from the handle)
+        assert gait["reward_per_step_mean"] > -1.1 and gait["diverged"] == 0  # (-1 is its least: bad style)
 
 
 def test_every_registered_task_but_cartpole_has_a_gait():

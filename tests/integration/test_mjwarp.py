@@ -1,8 +1,8 @@
 """sim=mjwarp: MuJoCo Warp against mujoco.batch from the same state and controls, what only MuJoCo Warp needs
 (overflowed buffers, the choice sim=auto makes), and a run that learns on it. On Warp's CPU device; Cartpole in
-the default suite, Ant, Humanoid, Anymal, BallBalance and AnymalTerrain with --mjwarp-all-models (tests/conftest.py); with --mjwarp-device=cuda the
-equivalence tests put MuJoCo Warp on a GPU, and compare it with Warp's CPU device too. The contract itself, on both
-backends, is tests/integration/test_backend_contract.py."""
+the default suite, Ant, Humanoid, Anymal, BallBalance, AnymalTerrain and FrankaCabinet with --mjwarp-all-models
+(tests/conftest.py); with --mjwarp-device=cuda the equivalence tests put MuJoCo Warp on a GPU, and compare it with
+Warp's CPU device too. The contract itself, on both backends, is tests/integration/test_backend_contract.py."""
 from __future__ import annotations
 
 import importlib.util
@@ -64,7 +64,8 @@ def same_start(task: str, num_envs: int = 6, seed: int = 4, reference: str = "mu
 
 
 @pytest.mark.parametrize("reference", ["mujoco", "mjwarp"])
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain"))
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain",
+                                          "FrankaCabinet"))
 def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
     """1 physics step, then 1/12 s of simulated time (at most 10 steps) from the same state with the same controls
     (MuJoCo Warp is float32, mujoco.batch float64; contacts and limits switch discontinuously, so longer horizons
@@ -87,16 +88,31 @@ def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
         # within the horizon, the two worlds' contacts begin a step apart. Measured (seeds 4 and 5, 12 worlds): every
         # world within float32 for 8 steps; the 2 with a touch-down then 3.7e-4 apart on qpos and 0.11 on qvel
         after_horizon = (1e-3, 0.3)
+    # FrankaCabinet's props, 16 boxes settling 0.4 mm onto the drawer's floor, 4 contacts each: MuJoCo's C box-box
+    # collision and MuJoCo Warp's resolve the resting stack apart from the second step. Measured (seeds 4 and 5, 12
+    # worlds, 10 steps): the arm and the cabinet within float32 throughout (1e-6 on qpos, 8e-5 on qvel); the props
+    # 5e-5 m and 0.05 m/s apart at step 2, up to 5e-4 m and 0.2 m/s at step 10. Their columns (past the arm's 9 and
+    # the cabinet's 4) get that tolerance after the first step
+    free = 13 if task == "FrankaCabinet" and reference == "mujoco" else None
     for steps, qpos_tol, qvel_tol in ((1, 1e-6, 1e-4), (horizon - 1, *after_horizon)):  # 1, then the horizon in all
         batch.sim.step(batch.num_envs, steps)
         warp.sim.step(warp.num_envs, steps)
+        kept = slice(None, free if steps > 1 else None)  # (qpos and qvel alike: 1-dof joints up to there)
         # (rtol: float32's own rounding of a position far from the origin, AnymalTerrain's robots up to 160 m out
         # on the map: 1 ulp is 1.5e-5 m there; 1e-6 is 8 ulps)
-        torch.testing.assert_close(warp.qpos.double().cpu(), batch.qpos.double(), rtol=1e-6, atol=qpos_tol)
-        torch.testing.assert_close(warp.qvel.double().cpu(), batch.qvel.double(), rtol=0, atol=qvel_tol)
+        torch.testing.assert_close(warp.qpos[:, kept].double().cpu(), batch.qpos[:, kept].double(), rtol=1e-6,
+                                   atol=qpos_tol)
+        torch.testing.assert_close(warp.qvel[:, kept].double().cpu(), batch.qvel[:, kept].double(), rtol=0,
+                                   atol=qvel_tol)
+        if free is not None and steps > 1:
+            torch.testing.assert_close(warp.qpos[:, free:].double().cpu(), batch.qpos[:, free:].double(), rtol=0,
+                                       atol=1e-3)
+            torch.testing.assert_close(warp.qvel[:, free:].double().cpu(), batch.qvel[:, free:].double(), rtol=0,
+                                       atol=0.3)
 
 
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain"))
+@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain",
+                                          "FrankaCabinet"))
 def test_task_observations_and_rewards_from_the_same_state_match(task):
     """The task's semantics (one definition, tasks/) read each simulator's state and derived fields (the foot
     force sensors, the actuator forces) to the same observations and rewards, within float32."""

@@ -114,6 +114,25 @@ def test_a_tasks_step_measures_are_averaged_over_each_first_episode_then_over_ep
     assert "step_number" not in summarise(episodes["returns"], episodes["lengths"])  # (a task without measures)
 
 
+class OutcomeEnv(VariableLengthEnv):
+    """VariableLengthEnv whose step reports an outcome (extras["outcomes"]): 1 on the step that ends a SHORT episode
+    (a success that ends it early, as FrankaCabinet's opened drawer), 0 on every other step."""
+
+    def step(self, actions):
+        short = self.length == SHORT
+        obs, rewards, resets, extras = super().step(actions)
+        return obs, rewards, resets, dict(extras, outcomes={"succeeded": (resets & short).double()})
+
+
+def test_a_tasks_outcomes_are_read_at_each_first_episodes_end_and_averaged_to_a_rate():
+    episodes = first_episodes(OutcomeEnv(64, 3), policy)
+    short = episodes["lengths"] == SHORT
+    assert 0 < int(short.sum()) < 64  # (both kinds of episode among the first ones)
+    torch.testing.assert_close(episodes["measures"]["succeeded"], short.double())  # its value at the end, not a mean
+    stats = summarise(episodes["returns"], episodes["lengths"], measures=episodes["measures"])
+    assert stats["succeeded"] == pytest.approx(float(short.double().mean()))
+
+
 def _evaluator(stochastic, seed=5):
     from isaac_ppo.envs import make
     from isaac_ppo.loop.evaluate import Evaluator

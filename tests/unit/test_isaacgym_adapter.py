@@ -286,6 +286,35 @@ sim:
 task:
   randomize: False
 """
+# IsaacGymEnvs' FrankaCabinet.yaml in miniature (its keys as there; the port leaves out startPositionNoise,
+# startRotationNoise, aggregateMode, enableDebugVis and asset, which keep IsaacGymEnvs' values)
+FAKE_FRANKA_CABINET_TASK = """
+name: FrankaCabinet
+env:
+  numEnvs: ${resolve_default:4096,${...num_envs}}
+  envSpacing: 1.5
+  episodeLength: 500
+  enableDebugVis: False
+  clipObservations: 5.0
+  clipActions: 1.0
+  startPositionNoise: 0.0
+  startRotationNoise: 0.0
+  numProps: 16
+  aggregateMode: 3
+  actionScale: 7.5
+  dofVelocityScale: 0.1
+  distRewardScale: 2.0
+  rotRewardScale: 0.5
+  aroundHandleRewardScale: 0.25
+  openRewardScale: 7.5
+  fingerDistRewardScale: 5.0
+  actionPenaltyScale: 0.01
+sim:
+  dt: 0.0166
+  substeps: 1
+task:
+  randomize: False
+"""
 # IsaacGymEnvs' BallBalance.yaml in miniature (it has no critic observations: asymmetric_observations is ours)
 FAKE_BALL_BALANCE_TASK = """
 name: BallBalance
@@ -363,6 +392,7 @@ def _install_fake_isaacgym(monkeypatch, tmp_path, with_envs=True):
     (package / "cfg" / "task" / "Anymal.yaml").write_text(FAKE_ANYMAL_TASK)
     (package / "cfg" / "task" / "BallBalance.yaml").write_text(FAKE_BALL_BALANCE_TASK)
     (package / "cfg" / "task" / "AnymalTerrain.yaml").write_text(FAKE_ANYMAL_TERRAIN_TASK)
+    (package / "cfg" / "task" / "FrankaCabinet.yaml").write_text(FAKE_FRANKA_CABINET_TASK)
     spec = importlib.util.spec_from_file_location("isaacgymenvs", str(package / "__init__.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -534,6 +564,25 @@ def test_sim_isaacgym_task_ballbalance_is_isaacgymenvs_ballbalance_with_the_same
     with pytest.raises(UserError, match="asymmetric_observations"):
         make("BallBalance", 16, sim="isaacgym", seed=1, device="cuda:0", task_cfg=ours)
     assert len(calls) == before
+
+
+def test_sim_isaacgym_task_frankacabinet_is_isaacgymenvs_own_with_the_same_overrides(monkeypatch, tmp_path):
+    """task=FrankaCabinet on sim=isaacgym: IsaacGymEnvs' own FrankaCabinet from its own FrankaCabinet.yaml (its
+    asset, aggregate and noise keys its own), the user's prop count and reward scales forwarded, the port's mujoco.*
+    kept here."""
+    from isaac_ppo.envs.make import load_task_config
+
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
+    ours = load_task_config("FrankaCabinet")
+    ours.env.numProps = 0
+    ours.env.openRewardScale = 10.0
+    ours.mujoco.substeps = 4
+    make("FrankaCabinet", 32, sim="isaacgym", seed=2, device="cuda:0", task_cfg=ours)
+    task = _task(calls)
+    assert calls[-1]["task"] == "FrankaCabinet" and task["env"]["numEnvs"] == 32
+    assert task["env"]["numProps"] == 0 and task["env"]["openRewardScale"] == 10.0
+    assert task["env"]["aggregateMode"] == 3 and task["env"]["startPositionNoise"] == 0.0  # (IsaacGymEnvs' own)
+    assert task["sim"] == {"dt": 0.0166, "substeps": 1} and "mujoco" not in task
 
 
 def test_make_env_with_fake_modules(monkeypatch, tmp_path):

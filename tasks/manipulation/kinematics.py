@@ -1,0 +1,78 @@
+"""Forward kinematics in torch from qpos, for chains of hinge and slide joints (an arm, a hand, a drawer).
+
+Why not MuJoCo's own xpos: a plain mj_step computes the kinematics before it integrates, so after a step xpos and
+xquat describe the previous state (mujoco.batch and MuJoCo Warp alike), where Isaac Gym's refreshed rigid-body
+states are the new one; a forward pass after every step would cost a second collision detection. The poses of a
+few bodies from the state rows are a handful of 3 x 3 products, on either simulator, in float32.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Sequence, Tuple
+
+import numpy as np
+import torch
+
+
+def rotation_matrix(quat_wxyz: Sequence[float]) -> np.ndarray:
+    w, x, y, z = (float(v) for v in quat_wxyz)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+class Kinematics:
+    """World poses (position (envs, 3), rotation matrix (envs, 3, 3)) of named bodies and their ancestors, from
+    qpos. Every joint on the way must be a hinge or a slide anchored at its body's origin (the MJCF writes them so);
+    other chains are refused when built."""
+
+    def __init__(self, model: Any, bodies: Sequence[str], device: torch.device):
+        import mujoco
+
+        wanted = {model.body(name).id for name in bodies}
+        chain = set()
+        for body in wanted:
+            while body != 0:
+                chain.add(body)
+                body = int(model.body_parentid[body])
+        self.order = sorted(chain)  # (MuJoCo numbers bodies in tree order: a parent before its children)
+        self.names = {model.body(b).name: b for b in wanted}
+        self.parent = {b: int(model.body_parentid[b]) for b in self.order}
+        self.offset = {b: (torch.tensor(model.body_pos[b], dtype=torch.float32, device=device),
+                           torch.tensor(rotation_matrix(model.body_quat[b]), dtype=torch.float32, device=device))
+                       for b in self.order}
+        self.joints: Dict[int, list] = {}
+        hinge, slide = int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)
+        for b in self.order:
+            joints = []
+            for j in range(int(model.body_jntadr[b]), int(model.body_jntadr[b]) + int(model.body_jntnum[b])):
+                kind = int(model.jnt_type[j])
+                if kind not in (hinge, slide) or np.abs(model.jnt_pos[j]).max() > 0:
+                    raise ValueError(f"Kinematics: joint {model.joint(j).name} is not a hinge or slide at its body's "
+                                     "origin")
+                axis = torch.tensor(model.jnt_axis[j], dtype=torch.float32, device=device)
+                cross = torch.tensor([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]],
+                                     device=device)
+                joints.append((kind == hinge, int(model.jnt_qposadr[j]), axis, cross, cross @ cross))
+            self.joints[b] = joints
+
+    def __call__(self, qpos: torch.Tensor) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+        q = qpos.float()
+        n = q.shape[0]
+        eye = torch.eye(3, device=q.device).expand(n, 3, 3)
+        poses: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {0: (torch.zeros(n, 3, device=q.device), eye)}
+        for b in self.order:
+            parent_pos, parent_rot = poses[self.parent[b]]
+            local_pos, local_rot = self.offset[b]
+            pos = parent_pos + parent_rot @ local_pos
+            rot = parent_rot @ local_rot
+            for is_hinge, adr, axis, cross, cross2 in self.joints[b]:
+                value = q[:, adr]
+                if is_hinge:  # Rodrigues: I + sin K + (1 - cos) K^2
+                    sin, versin = torch.sin(value)[:, None, None], (1 - torch.cos(value))[:, None, None]
+                    rot = rot @ (eye + sin * cross + versin * cross2)
+                else:
+                    pos = pos + (rot @ axis) * value[:, None]
+            poses[b] = (pos, rot)
+        return {name: poses[b] for name, b in self.names.items()}
