@@ -11,6 +11,7 @@ Downloads go to benchmarks/gpu/wheels/, the transfers to benchmarks/gpu/parts/t1
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -49,11 +50,26 @@ def repack(source: Path, target: Path) -> None:
     partial.rename(target)
 
 
+def models_fingerprint() -> str:
+    """What the kernels are compiled for: the task registry, every task model file, the precompile script and the
+    pinned MuJoCo Warp (lock.json), hashed. A new or changed task changes it, and so recompiles the kernels (a stale
+    tarball would leave the node compiling the new task's kernels inside the proof's deadline)."""
+    digest = hashlib.sha256()
+    files = sorted([REPO / "tasks" / "__init__.py", REPO / "docker" / "mjwarp_precompile.py", LOCK]
+                   + list((REPO / "tasks").glob("*/assets/*.xml")))
+    for path in files:
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def kernels(arch: int) -> Path:
     """docker/mjwarp_precompile.py (the mjwarp image's step) into a cache of our own; its CUDA kernels for arch
-    (sm_90: H100, H200) and their .meta files as one tar.xz, unpacked into the node's WARP_CACHE_PATH."""
-    cache, target = WHEELS / "warp-cache", WHEELS / f"kernels-sm{arch}.tar.xz"
+    (sm_90: H100, H200) and their .meta files as one tar.xz, unpacked into the node's WARP_CACHE_PATH. Named by the
+    models' fingerprint: compiled again (and older tarballs for arch removed) when the tasks or their models change."""
+    cache, target = WHEELS / "warp-cache", WHEELS / f"kernels-sm{arch}-{models_fingerprint()}.tar.xz"
     if not target.exists():
+        for old in WHEELS.glob(f"kernels-sm{arch}*.tar.xz"):
+            old.unlink()
         env = dict(os.environ, WARP_CACHE_PATH=str(cache), CUDA_VISIBLE_DEVICES="")
         subprocess.run([sys.executable, str(REPO / "docker" / "mjwarp_precompile.py"), str(arch)], check=True, env=env)
         members = sorted(p for p in cache.rglob("*") if p.name.endswith((f".sm{arch}.cubin", ".meta")))
