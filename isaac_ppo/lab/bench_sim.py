@@ -46,7 +46,9 @@ def bench_sim(args: Dict[str, Any]) -> Dict[str, Any]:
     mujoco = dict(args.get("mujoco") or {})  # (task.mujoco overrides: a script's, e.g. another physics)
     if args["nthread"] is not None:
         mujoco["nthread"] = args["nthread"]
-    overrides = {"mujoco": mujoco} if mujoco else {}
+    overrides = dict(args.get("task_overrides") or {})  # (a script's overrides of the task's config, e.g. env)
+    if mujoco:
+        overrides["mujoco"] = mujoco
     backend = resolve_sim(args["sim"], args["device"])
     env = make(args["task"], args["num_envs"], sim=backend, seed=args["seed"], device=args["device"], **overrides)
     n, steps, block = env.num_envs, args["steps"], args["block"]
