@@ -5,7 +5,9 @@ whole within a deadline (9 minutes); a failed or hung step is recorded and the p
   python3 proof.py --out DIR [--dry] [--only a,b] [--rerun-failed PREVIOUS.json] [--deadline SECONDS]
 
 --dry: the same steps on the CPU device at tiny sizes (Cartpole, 64 envs, 1 iteration): the suite runs it with
-CUDA_VISIBLE_DEVICES="" (tests/integration/test_gpu_kit.py).
+CUDA_VISIBLE_DEVICES="" (tests/integration/test_gpu_kit.py). Its pytest steps (contract, equivalence, resume_exact)
+collect their selection instead of running it: the suite runs those tests on the CPU itself, and what the dry run
+checks is that each command and its selection hold (a selection that matches nothing fails); 117 s to ~80 s.
 
 Anymal (issue 45) is in every step that lists tasks: the contract and equivalence cases (--mjwarp-all-models),
 bench_sim at 4,096 and 16,384 envs and memory (the registry's tasks after Cartpole), and a short training,
@@ -15,13 +17,14 @@ an H100 (2026-11-26, benchmarks/RESULTS.md "GPU kit"): bench_sim 14.1 s and 16.0
 bench_train_Anymal_4096 19.0 s, and its contract and equivalence cases; the whole proof took 426 s of its 480-s
 deadline with four tasks. With BallBalance (issue 47) the steps took ~630 s (the third proof: 478 s for 15, the
 480-s deadline then cut four, 150 s on their rerun), so the deadline is now 540 s, measured start-up and transfers
-leaving room in the 900 s for `run.sh proof --rerun` of whatever it cuts. AnymalTerrain (issue 46) is in the same steps (contract, equivalence, bench_sim at 4,096 and
-16,384 envs, memory), not yet measured on a GPU: its height field brings MuJoCo Warp's height-field collision
-kernels, compiled by pack.py once it is registered (its first CPU compile took ~50 s here); expect the deadline to
-cut more steps for `run.sh proof --rerun`. Its kernels are in
-the carried cache when pack.py compiled them after Anymal was registered (docker/mjwarp_precompile.py compiles every
-registered task's); else its first step compiles them on the node (the Ant's took 87 s from an empty cache). run.sh calls this; it assumes the package, MuJoCo,
-MuJoCo Warp and Hydra importable (installed by the kit, or by pip on a node with network).
+leaving room in the 900 s for `run.sh proof --rerun` of whatever it cuts. AnymalTerrain (issue 46) and
+FrankaCabinet (issue 47) are in the same steps (contract, equivalence, bench_sim at 4,096 and 16,384 envs, memory).
+The fourth proof (2026-11-27, with AnymalTerrain, without FrankaCabinet): 536 s for 19 steps, the deadline cut
+memory and bench_train_Anymal_4096 (72 s on their rerun); 680 s of the 900 held in all. FrankaCabinet adds its
+cases and benches: expect one rerun call. pack.py compiles every registered task's kernels (its tarball is named by
+the models' fingerprint, so a new task recompiles); a kernel missing from the carried cache is compiled on the node
+by the first step that needs it (the Ant's took 87 s from an empty cache). run.sh calls this; it assumes the
+package, MuJoCo, MuJoCo Warp and Hydra importable (installed by the kit, or by pip on a node with network).
 """
 from __future__ import annotations
 
@@ -159,11 +162,18 @@ class Proof:
         return figures
 
     def pytest(self, name: str, args: list, limit: float) -> None:
-        done = self.run(name, [PY, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider",
+        """A pytest selection as one step; in a dry run collected, not run (the module's docstring)."""
+        collect = ["--collect-only"] if self.dry else []
+        done = self.run(name, [PY, "-m", "pytest", *args, *collect, "-q", "-p", "no:cacheprovider",
                                f"--mjwarp-device={self.device}"], limit, {"ISAAC_PPO_REQUIRE_SYSTEM": "1"})
-        counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)",
-                                                   done["stdout"])}
-        passed = done["rc"] == 0 and counts.get("passed", 0) > 0
+        if self.dry:
+            found = re.search(r"(\d+)(?:/\d+)? tests? collected", done["stdout"])
+            counts = {"collected": int(found.group(1))} if found else {}
+            passed = done["rc"] == 0 and counts.get("collected", 0) > 0
+        else:
+            counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)",
+                                                       done["stdout"])}
+            passed = done["rc"] == 0 and counts.get("passed", 0) > 0
         why = "" if passed else ("killed at its time limit" if done["timed_out"] else
                                  done.get("why") or _last_line(done["stdout"] + done["stderr"]))
         self.record(name, passed, done["seconds"], counts, why)
