@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -111,68 +111,70 @@ class LeggedGait:
                 "diverged": self.diverged}
 
 
-class BalanceGait:
+class MeasuredGait:
+    """A gait measured by the task's own step measures (extras["measures"], MEASURES of them), the reward a step and
+    one flag per env that an episode's end raises (flag(): by default a terminal end). Steps of a diverged
+    simulation enter no mean and raise no flag."""
+
+    MEASURES: Tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.values: Dict[str, List[torch.Tensor]] = {name: [] for name in self.MEASURES}
+        self.rewards: List[torch.Tensor] = []
+        self.flagged: Optional[torch.Tensor] = None
+        self.diverged = 0
+
+    def flag(self, resets: torch.Tensor, extras: Dict[str, Any], kept: torch.Tensor) -> torch.Tensor:
+        return resets.bool() & ~extras["time_outs"].bool() & kept
+
+    def observe(self, env: Any, obs: torch.Tensor, reward: torch.Tensor, resets: torch.Tensor,
+                extras: Dict[str, Any]) -> None:
+        kept = ~extras.get("diverged_envs", torch.zeros_like(resets)).bool()
+        for name in self.MEASURES:
+            self.values[name].append(extras["measures"][name][kept])
+        self.rewards.append(reward[kept])
+        raised = self.flag(resets, extras, kept)
+        self.flagged = raised if self.flagged is None else self.flagged | raised
+        self.diverged += int(extras.get("diverged", 0))
+
+    def measured(self, name: str) -> torch.Tensor:
+        return torch.cat(self.values[name])
+
+    def common(self) -> Dict[str, Any]:
+        return {"reward_per_step_mean": round(float(torch.cat(self.rewards).mean()), 4), "diverged": self.diverged}
+
+
+class BalanceGait(MeasuredGait):
     """BallBalance's: where the ball is kept and how still (the task's measures: its distance from the target point,
     m, and its speed, m/s, the two factors of the reward), the reward a step, and the share of envs that dropped the
     ball (its only terminal state). An exploit of the tray's drives or the feet's constraints would hold the ball by
-    physics that finer steps do not reproduce. Steps of a diverged simulation enter no mean."""
+    physics that finer steps do not reproduce."""
 
-    def __init__(self) -> None:
-        self.distances: List[torch.Tensor] = []
-        self.speeds: List[torch.Tensor] = []
-        self.rewards: List[torch.Tensor] = []
-        self.dropped: Optional[torch.Tensor] = None
-        self.diverged = 0
-
-    def observe(self, env: Any, obs: torch.Tensor, reward: torch.Tensor, resets: torch.Tensor,
-                extras: Dict[str, Any]) -> None:
-        kept = ~extras.get("diverged_envs", torch.zeros_like(resets)).bool()
-        self.distances.append(extras["measures"]["ball_distance_m"][kept])
-        self.speeds.append(extras["measures"]["ball_speed_mps"][kept])
-        self.rewards.append(reward[kept])
-        terminal = resets.bool() & ~extras["time_outs"].bool() & kept
-        self.dropped = terminal if self.dropped is None else self.dropped | terminal
-        self.diverged += int(extras.get("diverged", 0))
+    MEASURES = ("ball_distance_m", "ball_speed_mps")
 
     def summary(self) -> Dict[str, Any]:
-        distance = torch.cat(self.distances)
+        distance = self.measured("ball_distance_m")
         return {"ball_distance_m_p50_p90": _quantiles(distance, 0.5, 0.9),
                 "ball_distance_m_mean": round(float(distance.mean()), 3),
-                "ball_speed_mps_mean": round(float(torch.cat(self.speeds).mean()), 3),
-                "reward_per_step_mean": round(float(torch.cat(self.rewards).mean()), 4),
-                "dropped_env_fraction": round(float(self.dropped.float().mean()), 3),
-                "diverged": self.diverged}
+                "ball_speed_mps_mean": round(float(self.measured("ball_speed_mps").mean()), 3),
+                "dropped_env_fraction": round(float(self.flagged.float().mean()), 3), **self.common()}
 
 
-class CabinetGait:
+class CabinetGait(MeasuredGait):
     """FrankaCabinet's: how the drawer is opened (the share of envs that opened it past 0.39 m, the task's success
     and only terminal state, and the drawer's mean opening, m), how close the grasp point stays to the handle (m),
     and the reward a step. An exploit of the fingers' drives or contacts would pull the drawer by physics that finer
-    steps do not reproduce. Steps of a diverged simulation enter no mean."""
+    steps do not reproduce."""
 
-    def __init__(self) -> None:
-        self.openings: List[torch.Tensor] = []
-        self.distances: List[torch.Tensor] = []
-        self.rewards: List[torch.Tensor] = []
-        self.opened: Optional[torch.Tensor] = None
-        self.diverged = 0
+    MEASURES = ("drawer_opening_m", "grasp_distance_m")
 
-    def observe(self, env: Any, obs: torch.Tensor, reward: torch.Tensor, resets: torch.Tensor,
-                extras: Dict[str, Any]) -> None:
-        kept = ~extras.get("diverged_envs", torch.zeros_like(resets)).bool()
-        self.openings.append(extras["measures"]["drawer_opening_m"][kept])
-        self.distances.append(extras["measures"]["grasp_distance_m"][kept])
-        self.rewards.append(reward[kept])
-        opened = extras["outcomes"]["drawer_opened"].bool() & kept
-        self.opened = opened if self.opened is None else self.opened | opened
-        self.diverged += int(extras.get("diverged", 0))
+    def flag(self, resets: torch.Tensor, extras: Dict[str, Any], kept: torch.Tensor) -> torch.Tensor:
+        return extras["outcomes"]["drawer_opened"].bool() & kept
 
     def summary(self) -> Dict[str, Any]:
-        return {"opened_env_fraction": round(float(self.opened.float().mean()), 3),
-                "drawer_opening_m_mean": round(float(torch.cat(self.openings).mean()), 3),
-                "grasp_distance_m_mean": round(float(torch.cat(self.distances).mean()), 3),
-                "reward_per_step_mean": round(float(torch.cat(self.rewards).mean()), 4),
-                "diverged": self.diverged}
+        return {"opened_env_fraction": round(float(self.flagged.float().mean()), 3),
+                "drawer_opening_m_mean": round(float(self.measured("drawer_opening_m").mean()), 3),
+                "grasp_distance_m_mean": round(float(self.measured("grasp_distance_m").mean()), 3), **self.common()}
 
 
 # the one place that says, per task, which quantities its gait is measured by
