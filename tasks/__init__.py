@@ -19,12 +19,14 @@ TASKS = {
     "AnymalTerrain": "isaac_ppo.tasks.legged.anymal_terrain:AnymalTerrain",
     "BallBalance": "isaac_ppo.tasks.classic.ball_balance:BallBalance",
     "FrankaCabinet": "isaac_ppo.tasks.manipulation.franka_cabinet:FrankaCabinet",
+    "ShadowHand": "isaac_ppo.tasks.manipulation.shadow_hand:ShadowHand",
 }
 
 
 # the tasks with critic observations (asymmetric=true: IsaacGymEnvs' states, for the critic alone), and what they add
 CRITIC_OBSERVATIONS = {
     "BallBalance": "the tray's pose and velocity, the knees' position targets and the ball's spin (ours)",
+    "ShadowHand": "full_state's 211 (IsaacGymEnvs' states)",
 }
 
 

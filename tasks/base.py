@@ -178,6 +178,10 @@ class MujocoTask:
         episode/NAME (IsaacGymEnvs' extras["episode"], e.g. AnymalTerrain's terrain_level); none by default."""
         return {}
 
+    def show(self, data: Any, env: int) -> None:
+        """Write into MjData data what env's picture shows but the simulation does not hold (a goal's mocap pose),
+        after its qpos and qvel: the video's frame of it. Nothing by default."""
+
     def compute_observations(self, sel: Selection) -> torch.Tensor:
         """Float32 observations of the envs in sel (a slice or an index tensor), unclipped."""
         raise NotImplementedError

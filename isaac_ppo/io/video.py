@@ -63,6 +63,7 @@ class VideoRecorder:
             return None
         self.data.qpos[:] = self.env.qpos[0].cpu().numpy()  # (either simulator's state row: one env, small)
         self.data.qvel[:] = self.env.qvel[0].cpu().numpy()
+        self.env.show(self.data, 0)
         self.mujoco.mj_forward(self.env.model, self.data)
         self.renderer.update_scene(self.data, camera="track")
         frame = self.renderer.render()

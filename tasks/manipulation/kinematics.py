@@ -7,7 +7,7 @@ few bodies from the state rows are a handful of 3 x 3 products, on either simula
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -54,25 +54,41 @@ class Kinematics:
                 axis = torch.tensor(model.jnt_axis[j], dtype=torch.float32, device=device)
                 cross = torch.tensor([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]],
                                      device=device)
-                joints.append((kind == hinge, int(model.jnt_qposadr[j]), axis, cross, cross @ cross))
+                joints.append((kind == hinge, int(model.jnt_qposadr[j]), int(model.jnt_dofadr[j]), axis, cross,
+                               cross @ cross))
             self.joints[b] = joints
 
     def __call__(self, qpos: torch.Tensor) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+        return {name: (pos, rot) for name, (pos, rot, _, _) in self.states(qpos).items()}
+
+    def states(self, qpos: torch.Tensor, qvel: Optional[torch.Tensor] = None
+               ) -> Dict[str, Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """(position, rotation, linear velocity of the body's origin, angular velocity), world frame, of each named
+        body; the velocities zero without qvel."""
         q = qpos.float()
         n = q.shape[0]
+        v = qvel.float() if qvel is not None else None
         eye = torch.eye(3, device=q.device).expand(n, 3, 3)
-        poses: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {0: (torch.zeros(n, 3, device=q.device), eye)}
+        zero = torch.zeros(n, 3, device=q.device)
+        states: Dict[int, Tuple[torch.Tensor, ...]] = {0: (zero, eye, zero, zero)}
         for b in self.order:
-            parent_pos, parent_rot = poses[self.parent[b]]
+            parent_pos, parent_rot, parent_lin, parent_ang = states[self.parent[b]]
             local_pos, local_rot = self.offset[b]
             pos = parent_pos + parent_rot @ local_pos
             rot = parent_rot @ local_rot
-            for is_hinge, adr, axis, cross, cross2 in self.joints[b]:
+            lin = parent_lin + torch.cross(parent_ang, pos - parent_pos, dim=1)
+            ang = parent_ang
+            for is_hinge, adr, dof, axis, cross, cross2 in self.joints[b]:
                 value = q[:, adr]
+                axis_world = rot @ axis
                 if is_hinge:  # Rodrigues: I + sin K + (1 - cos) K^2
                     sin, versin = torch.sin(value)[:, None, None], (1 - torch.cos(value))[:, None, None]
                     rot = rot @ (eye + sin * cross + versin * cross2)
+                    if v is not None:
+                        ang = ang + axis_world * v[:, dof, None]
                 else:
-                    pos = pos + (rot @ axis) * value[:, None]
-            poses[b] = (pos, rot)
-        return {name: poses[b] for name, b in self.names.items()}
+                    pos = pos + axis_world * value[:, None]
+                    if v is not None:
+                        lin = lin + axis_world * v[:, dof, None]
+            states[b] = (pos, rot, lin, ang)
+        return {name: states[b] for name, b in self.names.items()}

@@ -3,7 +3,7 @@ MuJoCo Warp (sim=mjwarp, on its CPU device here). What a step returns, when flag
 the active subset, determinism, reward terms, divergence, and exact resume: the same assertions on both.
 
 sim=mjwarp runs on Cartpole in the default suite (its kernels compile once per model, ~1-2 minutes on an empty
-cache: tests/conftest.py); on Ant, Humanoid, Anymal, BallBalance, AnymalTerrain and FrankaCabinet with
+cache: tests/conftest.py); on Ant, Humanoid, Anymal, BallBalance, AnymalTerrain, FrankaCabinet and ShadowHand with
 --mjwarp-all-models. The mjwarp cases share one xdist
 worker (xdist_group), so the suite compiles them once. `--mjwarp-device=cuda` (tests/conftest.py) puts the mjwarp
 envs on a GPU instead.
@@ -36,9 +36,10 @@ def case(sim: str, task: str):
 
 CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in ("Cartpole", "Ant", "Humanoid", "Anymal",
                                                                       "BallBalance", "AnymalTerrain",
-                                                                      "FrankaCabinet")]
+                                                                      "FrankaCabinet", "ShadowHand")]
 SHAPES = {"Cartpole": (4, 1, 500), "Ant": (60, 8, 1000), "Humanoid": (108, 21, 1000), "Anymal": (48, 12, 2500),
-          "BallBalance": (24, 3, 500), "AnymalTerrain": (188, 12, 1000), "FrankaCabinet": (23, 9, 500)}
+          "BallBalance": (24, 3, 500), "AnymalTerrain": (188, 12, 1000), "FrankaCabinet": (23, 9, 500),
+          "ShadowHand": (211, 20, 600)}
 # the reward's terms each task reports (extras["reward_terms"]), as IsaacGymEnvs' reward functions add them up
 TERMS = {
     "Cartpole": ["alive", "pole_angle", "cart_velocity", "pole_velocity", "death"],
@@ -50,6 +51,7 @@ TERMS = {
                       "joint_acc", "collision", "stumble", "action_rate", "air_time", "hip", "clip"],
     "FrankaCabinet": ["distance", "rotation", "around_handle", "open", "finger_distance", "action_penalty",
                       "open_bonus", "behind_handle"],
+    "ShadowHand": ["distance", "rotation", "action_penalty", "success_bonus", "fall_penalty"],
 }
 CONTROL_STEP = {"Anymal": 0.02, "AnymalTerrain": 0.02}  # the tasks whose episodes are given in seconds (env.learn.episodeLength_s)
 EPISODE_KEY = {"BallBalance": "maxEpisodeLength"}  # the tasks whose episode length has IsaacGymEnvs' other name
@@ -106,6 +108,9 @@ def knock_down(env, task: str, ids) -> None:
     elif task == "FrankaCabinet":  # the top drawer open past 0.39 m (the success that ends IsaacGymEnvs' episode)
         env.qpos[ids, env.drawer_qpos] = 0.399  # (and still opening: the props, where the closed drawer holds them,
         env.qvel[ids, env.drawer_qvel] = 0.3  # push its back wall)
+    elif task == "ShadowHand":  # the block dropped beside the hand, 0.36 m below the goal position
+        env.qpos[ids, env.block_qpos:env.block_qpos + 3] = torch.tensor([0.3, -0.39, 0.2], dtype=env.qpos.dtype,
+                                                                        device=env.qpos.device)
     elif task == "Ant":  # the torso below the termination height (0.31 m), as in a fall
         env.qpos[ids, 2] = 0.2
     else:  # the Humanoid lying on its back, torso at 0.2 m (termination height 0.8 m). (Upright at 0.5 m, its legs
@@ -158,7 +163,7 @@ def test_time_out_resets_inside_the_step_and_final_obs_is_the_terminal_one(sim, 
         # the start height (BallBalance: knee 0's angle; AnymalTerrain: x velocity 0, with its noise of +-0.2;
         # FrankaCabinet: the drawer's opening, 0, its arm's joints being drawn afresh)
         noise = 0.2 if task == "AnymalTerrain" else 0.0
-        column = 21 if task == "FrankaCabinet" else 0
+        column = {"FrankaCabinet": 21, "ShadowHand": 85}.get(task, 0)  # (ShadowHand: the goal's x, fixed)
         torch.testing.assert_close(obs["obs"][:, column], first[:, column], rtol=1.3e-6, atol=2 * noise + 1e-5)
 
 

@@ -24,7 +24,7 @@ BASE = ["task=Cartpole", "sim=mujoco"]
     ("agent.clip=0", "agent.clip=0.0 is outside its domain: a number in (0, inf)"),
     ("agent.entropy_coef=-1", "agent.entropy_coef=-1.0 is outside its domain: a number in [0, inf)"),
     ("+unknown_key=1", "config key unknown_key: Key 'unknown_key' not in 'Config'"),
-    ("task=ant", "task=ant does not exist: did you mean task=Ant? (task options: Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, Humanoid)"),
+    ("task=ant", "task=ant does not exist: did you mean task=Ant? (task options: Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, Humanoid, ShadowHand)"),
 ])
 def test_meaningless_values_are_refused_naming_the_key(override, message):
     with pytest.raises(UserError) as error:
@@ -63,7 +63,7 @@ def test_a_misspelt_task_on_the_command_line_is_one_line_and_exit_2(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "isaac-ppo-train: task=humanoid does not exist: did you mean task=Humanoid? "
-        "(task options: Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, Humanoid)"]
+        "(task options: Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, Humanoid, ShadowHand)"]
     assert not (tmp_path / "runs").exists()
 
 

@@ -49,6 +49,13 @@ SMALL = ["num_envs=64", "agent.minibatch_size=256", "max_iterations=1", "sim=muj
      "(0, 10]"),
     # issue 47: the critic's own observations asked of a task that has none
     ("task=Cartpole asymmetric=true", "asymmetric=true: task=Cartpole has no critic observations"),
+    # ShadowHand: an observation type IsaacGymEnvs does not have, an object the port has not, a success that needs no turn
+    ("task=ShadowHand task.env.observationType=pixels",
+     "task.env.observationType='pixels' is outside its domain: one of openai, full_no_vel, full, full_state"),
+    ("task=ShadowHand task.env.objectType=egg",
+     "task.env.objectType='egg' is outside its domain: one of block"),
+    ("task=ShadowHand task.env.successTolerance=0",
+     "task.env.successTolerance=0 is outside its domain: a number in (0, inf)"),
 ])
 def test_the_reported_cases_are_one_line_before_anything_is_made(tmp_path, override, message):
     with pytest.raises(UserError) as caught:

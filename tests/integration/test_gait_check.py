@@ -1,8 +1,9 @@
-"""The gait check (isaac_ppo/lab/gait.py) of BallBalance and FrankaCabinet: a checkpoint of one iteration replayed at the run's physics
-and at 2x finer steps, measured by its own quantities (GAITS). (Ant's: tests/integration/test_study.py, through a
+"""The gait check (isaac_ppo/lab/gait.py) of BallBalance, FrankaCabinet and ShadowHand: a checkpoint of one
+iteration replayed at the run's physics and at 2x finer steps, measured by its own quantities (GAITS). (Ant's: tests/integration/test_study.py, through a
 study; Anymal's: test_legged_measures.py.)"""
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -43,6 +44,15 @@ def test_frankacabinet_is_measured_by_how_the_drawer_opens_at_its_physics_and_fi
         assert 0 <= gait["opened_env_fraction"] <= 1 and 0 <= gait["drawer_opening_m_mean"] <= 0.4
         assert 0.05 < gait["grasp_distance_m_mean"] < 1.5  # (the arm starts ~0.4 m from the handle)
         assert gait["reward_per_step_mean"] > -1.1 and gait["diverged"] == 0  # (-1 is its least: bad style)
+
+
+def test_shadowhand_is_measured_by_the_goals_reached_and_drops_at_its_physics_and_finer(tmp_path):
+    path = last_checkpoint(tmp_path, "ShadowHand")
+    for refine in (1, 2):
+        gait = check(path, "ShadowHand", envs=4, steps=40, refine=refine)
+        assert gait["task"] == "ShadowHand" and gait["steps"] == 40
+        assert gait["successes_per_env_mean"] >= 0 and 0 <= gait["dropped_env_fraction"] <= 1
+        assert 0 <= gait["rotation_distance_rad_mean"] <= math.pi and gait["diverged"] == 0
 
 
 def test_every_registered_task_but_cartpole_has_a_gait():

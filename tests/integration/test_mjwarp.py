@@ -1,6 +1,6 @@
 """sim=mjwarp: MuJoCo Warp against mujoco.batch from the same state and controls, what only MuJoCo Warp needs
 (overflowed buffers, the choice sim=auto makes), and a run that learns on it. On Warp's CPU device; Cartpole in
-the default suite, Ant, Humanoid, Anymal, BallBalance, AnymalTerrain and FrankaCabinet with --mjwarp-all-models
+the default suite, Ant, Humanoid, Anymal, BallBalance, AnymalTerrain, FrankaCabinet and ShadowHand with --mjwarp-all-models
 (tests/conftest.py); with --mjwarp-device=cuda the equivalence tests put MuJoCo Warp on a GPU, and compare it with
 Warp's CPU device too. The contract itself, on both backends, is tests/integration/test_backend_contract.py."""
 from __future__ import annotations
@@ -65,7 +65,7 @@ def same_start(task: str, num_envs: int = 6, seed: int = 4, reference: str = "mu
 
 @pytest.mark.parametrize("reference", ["mujoco", "mjwarp"])
 @pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain",
-                                          "FrankaCabinet"))
+                                          "FrankaCabinet", "ShadowHand"))
 def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
     """1 physics step, then 1/12 s of simulated time (at most 10 steps) from the same state with the same controls
     (MuJoCo Warp is float32, mujoco.batch float64; contacts and limits switch discontinuously, so longer horizons
@@ -112,7 +112,7 @@ def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
 
 
 @pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain",
-                                          "FrankaCabinet"))
+                                          "FrankaCabinet", "ShadowHand"))
 def test_task_observations_and_rewards_from_the_same_state_match(task):
     """The task's semantics (one definition, tasks/) read each simulator's state and derived fields (the foot
     force sensors, the actuator forces) to the same observations and rewards, within float32."""

@@ -315,6 +315,34 @@ sim:
 task:
   randomize: False
 """
+# IsaacGymEnvs' ShadowHand.yaml in miniature (its keys as there; the port leaves out envSpacing's grid, the random
+# forces, objectType and asset, which keep IsaacGymEnvs' values)
+FAKE_SHADOW_HAND_TASK = """
+name: ShadowHand
+env:
+  numEnvs: ${resolve_default:16384,${...num_envs}}
+  envSpacing: 0.75
+  episodeLength: 600
+  useRelativeControl: False
+  dofSpeedScale: 20.0
+  actionsMovingAverage: 1.0
+  controlFrequencyInv: 1
+  forceScale: 0.0
+  distRewardScale: -10.0
+  rotRewardScale: 1.0
+  rotEps: 0.1
+  reachGoalBonus: 250
+  fallDistance: 0.24
+  objectType: "block"
+  observationType: "full_state"
+  asymmetric_observations: False
+  successTolerance: 0.1
+sim:
+  dt: 0.01667
+  substeps: 2
+task:
+  randomize: False
+"""
 # IsaacGymEnvs' BallBalance.yaml in miniature (it has no critic observations: asymmetric_observations is ours)
 FAKE_BALL_BALANCE_TASK = """
 name: BallBalance
@@ -393,6 +421,7 @@ def _install_fake_isaacgym(monkeypatch, tmp_path, with_envs=True):
     (package / "cfg" / "task" / "BallBalance.yaml").write_text(FAKE_BALL_BALANCE_TASK)
     (package / "cfg" / "task" / "AnymalTerrain.yaml").write_text(FAKE_ANYMAL_TERRAIN_TASK)
     (package / "cfg" / "task" / "FrankaCabinet.yaml").write_text(FAKE_FRANKA_CABINET_TASK)
+    (package / "cfg" / "task" / "ShadowHand.yaml").write_text(FAKE_SHADOW_HAND_TASK)
     spec = importlib.util.spec_from_file_location("isaacgymenvs", str(package / "__init__.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -583,6 +612,27 @@ def test_sim_isaacgym_task_frankacabinet_is_isaacgymenvs_own_with_the_same_overr
     assert task["env"]["numProps"] == 0 and task["env"]["openRewardScale"] == 10.0
     assert task["env"]["aggregateMode"] == 3 and task["env"]["startPositionNoise"] == 0.0  # (IsaacGymEnvs' own)
     assert task["sim"] == {"dt": 0.0166, "substeps": 1} and "mujoco" not in task
+
+
+def test_sim_isaacgym_task_shadowhand_is_isaacgymenvs_own_with_its_asymmetric_critic(monkeypatch, tmp_path):
+    """task=ShadowHand on sim=isaacgym: IsaacGymEnvs' own ShadowHand from its own ShadowHand.yaml (its object type
+    and random forces its own), the user's observation type and reward scales forwarded, asymmetric=true handed to
+    it as its env.asymmetric_observations (its states then reach the critic through the adapter), mujoco.* kept."""
+    from isaac_ppo.envs.make import load_task_config
+
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
+    ours = load_task_config("ShadowHand")
+    ours.env.observationType = "openai"
+    ours.env.reachGoalBonus = 100.0
+    ours.env.asymmetric_observations = True
+    ours.mujoco.substeps = 4
+    make("ShadowHand", 32, sim="isaacgym", seed=2, device="cuda:0", task_cfg=ours)
+    task = _task(calls)
+    assert calls[-1]["task"] == "ShadowHand" and task["env"]["numEnvs"] == 32
+    assert task["env"]["observationType"] == "openai" and task["env"]["reachGoalBonus"] == 100.0
+    assert task["env"]["asymmetric_observations"] is True
+    assert task["env"]["objectType"] == "block" and task["env"]["forceScale"] == 0.0  # (IsaacGymEnvs' own)
+    assert task["sim"] == {"dt": 0.01667, "substeps": 2} and "mujoco" not in task
 
 
 def test_make_env_with_fake_modules(monkeypatch, tmp_path):
