@@ -41,15 +41,18 @@ class ActorCritic(nn.Module):
         normalize_input: bool = True,
         normalize_value: bool = True,
         num_states: int = 0,
+        critic_hidden: Optional[List[int]] = None,
     ):
         super().__init__()
         self.num_states = int(num_states)
         self.separate = separate or self.num_states > 0  # (a critic over other inputs cannot share the trunk)
+        # a separate critic's widths: its own (IsaacGymEnvs' asymmetric central value) or the actor's
+        critic_widths = list(critic_hidden) if critic_hidden and self.separate else list(hidden)
         self.actor_body = mlp([num_obs] + list(hidden), activation)
         critic_inputs = self.num_states or num_obs
-        self.critic_body = mlp([critic_inputs] + list(hidden), activation) if self.separate else None
+        self.critic_body = mlp([critic_inputs] + critic_widths, activation) if self.separate else None
         self.mu = nn.Linear(hidden[-1], num_actions)
-        self.value = nn.Linear(hidden[-1], 1)
+        self.value = nn.Linear(critic_widths[-1], 1)
         self.log_std = nn.Parameter(torch.full((num_actions,), float(init_log_std)))
         self.obs_norm = RunningMeanStd((num_obs,)) if normalize_input else None
         # normalised value targets are not clipped (rl-games clips them at +-5 as well)

@@ -79,6 +79,18 @@ def check(cfg: DictConfig) -> None:
     hidden = list(cfg.agent.network.hidden)
     if not hidden or min(hidden) < 1:
         raise UserError(f"agent.network.hidden={hidden} must list at least one layer, each of at least 1 unit")
+    critic_hidden = cfg.agent.network.get("critic_hidden")
+    if critic_hidden is not None:
+        critic_hidden = list(critic_hidden)
+        if not critic_hidden or min(critic_hidden) < 1:
+            raise UserError(f"agent.network.critic_hidden={critic_hidden} must list at least one layer, each of at "
+                            "least 1 unit (or be null: the actor's widths)")
+        states = cfg.asymmetric or bool((cfg.task.get("env") or {}).get("asymmetric_observations", False))
+        if not (cfg.agent.network.separate or states or cfg.test):  # (play rebuilds the checkpoint's critic)
+            raise UserError(f"agent.network.critic_hidden={critic_hidden} sizes a critic of its own, and this one "
+                            "shares the actor's trunk: add agent.network.separate=true (or asymmetric=true), or "
+                            "drop critic_hidden")
+        hidden = hidden + critic_hidden  # (the widest layer of either network, for the diagnostics' checks)
     if not cfg.test:
         check_writable("runs_dir", cfg.runs_dir)
     if cfg.test and not cfg.checkpoint:
@@ -107,7 +119,7 @@ def check(cfg: DictConfig) -> None:
         from isaac_ppo.io.wandb_sink import require_wandb
 
         require_wandb()
-    check_diagnostics(cfg.diagnostics, list(cfg.agent.network.hidden))
+    check_diagnostics(cfg.diagnostics, hidden)
     if not cfg.test:  # (play collects no batch: no plan to check)
         check_scheduler(cfg)
 
@@ -183,6 +195,10 @@ def check_rl_games(cfg: DictConfig) -> None:
     if cfg.capture_video:
         raise UserError("capture_video=true while training films our learner's policy: drop it with "
                         "agent.backend=rl_games (play its .pth with test=true capture_video=true)")
+    states = cfg.asymmetric or bool((cfg.task.get("env") or {}).get("asymmetric_observations", False))
+    if cfg.agent.network.get("critic_hidden") is not None and not states:
+        raise UserError("agent.backend=rl_games sizes a separate critic as its actor (its actor_critic network); "
+                        "agent.network.critic_hidden sizes its central value only (asymmetric=true): drop critic_hidden")
 
 
 def check_diagnostics(diagnostics: DictConfig, hidden: list) -> None:

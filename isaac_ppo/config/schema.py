@@ -22,6 +22,7 @@ class NetworkConfig:
     activation: str
     separate: bool
     init_log_std: float
+    critic_hidden: Optional[List[int]] = None  # a separate critic's own widths (null: the actor's)
 
 
 @dataclasses.dataclass

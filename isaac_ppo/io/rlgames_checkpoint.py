@@ -18,7 +18,7 @@ model (sigma is a log-std; rl-games' ``continuous_a2c`` stores the same keys wit
 only sampled actions), ``mu_activation``, ``sigma_activation`` and ``value_activation`` None, and the hidden
 activation is the configured ``agent.network.activation``.
 Refused in one line: a network we cannot hold (state-dependent sigma, CNN, RNN, D2RL, dict observations, a
-critic of other sizes) and one whose sizes or normalisers differ from the configured network (the message
+critic over other inputs) and one whose sizes or normalisers differ from the configured network (the message
 names the overrides that build it).
 """
 from __future__ import annotations
@@ -97,13 +97,16 @@ def network_of(rl_state: Mapping[str, torch.Tensor], path: str) -> Dict[str, Any
     if not actor:
         raise UserError(f"checkpoint {path} has no a2c_network.actor_mlp layers: only MLP networks play here")
     hidden = [int(w.shape[0]) for w in actor]
-    if critic and [tuple(w.shape) for w in critic] != [tuple(w.shape) for w in actor]:
-        raise UserError(f"checkpoint {path} has a critic of other sizes than its actor "
-                        f"({[int(w.shape[0]) for w in critic]} vs {hidden}): our separate critic has the actor's")
+    critic_hidden = [int(w.shape[0]) for w in critic]
+    if critic and int(critic[0].shape[1]) != int(actor[0].shape[1]):
+        raise UserError(f"checkpoint {path} has a critic over {int(critic[0].shape[1])} inputs, its actor over "
+                        f"{int(actor[0].shape[1])}: a critic of other observations plays here only as rl-games' "
+                        "central value, which its .pth keeps apart")
     if rl_state["a2c_network.value.weight"].shape[0] != 1:
         raise UserError(f"checkpoint {path} has {rl_state['a2c_network.value.weight'].shape[0]} values: ours is one")
     return {"num_obs": int(actor[0].shape[1]), "num_actions": int(rl_state["a2c_network.mu.weight"].shape[0]),
             "hidden": hidden, "separate": bool(critic),
+            "critic_hidden": critic_hidden if critic and critic_hidden != hidden else None,
             "normalize_input": "running_mean_std.running_mean" in rl_state,
             "normalize_value": "value_mean_std.running_mean" in rl_state}
 
@@ -121,8 +124,12 @@ def layers(rl_state: Mapping[str, torch.Tensor], part: str) -> List[torch.Tensor
 
 def network_of_model(model: Any) -> Dict[str, Any]:
     linears = [m for m in model.actor_body if isinstance(m, torch.nn.Linear)]
+    hidden = [m.out_features for m in linears]
+    critic = [m.out_features for m in model.critic_body if isinstance(m, torch.nn.Linear)] \
+        if model.critic_body is not None else []
     return {"num_obs": linears[0].in_features, "num_actions": model.mu.out_features,
-            "hidden": [m.out_features for m in linears], "separate": model.critic_body is not None,
+            "hidden": hidden, "separate": model.critic_body is not None,
+            "critic_hidden": critic if critic and critic != hidden else None,
             "normalize_input": model.obs_norm is not None, "normalize_value": model.value_norm is not None}
 
 
@@ -159,6 +166,7 @@ def load_model(model: Any, path: str, env: Any, task: str, device: Any = "cpu") 
     mine = network_of_model(model)
     if theirs != mine:
         settings = {"hidden": "agent.network.hidden", "separate": "agent.network.separate",
+                    "critic_hidden": "agent.network.critic_hidden",
                     "normalize_input": "agent.normalize_input", "normalize_value": "agent.normalize_value"}
         fixes = " ".join(f"{settings[name]}={override(theirs[name])}" for name in settings
                          if theirs[name] != mine[name])
@@ -175,6 +183,8 @@ def load_model(model: Any, path: str, env: Any, task: str, device: Any = "cpu") 
 
 
 def override(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list):

@@ -72,6 +72,7 @@ def build_model(cfg: DictConfig, env: Any, device: torch.device, states: Optiona
     return ActorCritic(
         env.num_obs, env.num_actions, list(net.hidden), net.activation, net.separate, net.init_log_std,
         agent.normalize_input, agent.normalize_value, num_states(env) if states is None else states,
+        net.get("critic_hidden"),
     ).to(device)
 
 

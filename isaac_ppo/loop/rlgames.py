@@ -136,10 +136,10 @@ def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = 
     }
 
 
-def mlp_params(net: Any) -> Dict[str, Any]:
-    """rl-games' MLP of cfg.agent.network's sizes and activation (the actor-critic's, and its central value's)."""
+def mlp_params(net: Any, units: Any = None) -> Dict[str, Any]:
+    """rl-games' MLP of cfg.agent.network's activation and sizes (the actor-critic's; units: the central value's)."""
     return {
-        "units": [int(u) for u in net.hidden],
+        "units": [int(u) for u in (units if units is not None else net.hidden)],
         "activation": net.activation,
         "d2rl": False,
         "initializer": {"name": "default"},
@@ -150,7 +150,8 @@ def mlp_params(net: Any) -> Dict[str, Any]:
 def central_value_config(cfg: Any, num_envs: int) -> Dict[str, Any]:
     """rl-games' central value (its critic over the env's critic observations, "states"), as IsaacGymEnvs' asymmetric
     train YAMLs give it (ShadowHandPPOAsymm.yaml): the agent's own minibatch, epochs, learning rate and schedule,
-    and an MLP of the agent's sizes. rl-games trains it apart from the actor, with its own optimizer."""
+    and an MLP of agent.network.critic_hidden's sizes (null: the actor's). rl-games trains it apart from the actor,
+    with its own optimizer."""
     agent, net = cfg.agent, cfg.agent.network
     schedule = agent.lr_schedule
     return {
@@ -166,7 +167,7 @@ def central_value_config(cfg: Any, num_envs: int) -> Dict[str, Any]:
         "network": {
             "name": "actor_critic",
             "central_value": True,
-            "mlp": mlp_params(net),
+            "mlp": mlp_params(net, net.get("critic_hidden")),
         },
     }
 

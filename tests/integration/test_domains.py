@@ -49,6 +49,9 @@ SMALL = ["num_envs=64", "agent.minibatch_size=256", "max_iterations=1", "sim=muj
      "(0, 10]"),
     # issue 47: the critic's own observations asked of a task that has none
     ("task=Cartpole asymmetric=true", "asymmetric=true: task=Cartpole has no critic observations"),
+    # a critic of its own widths asked of a critic that shares the actor's trunk
+    ("task=Cartpole agent.network.critic_hidden=[64,64]",
+     "agent.network.critic_hidden=[64, 64] sizes a critic of its own, and this one shares the actor's trunk"),
     # ShadowHand: an observation type IsaacGymEnvs does not have, an object the port has not, a success that needs no turn
     ("task=ShadowHand task.env.observationType=pixels",
      "task.env.observationType='pixels' is outside its domain: one of openai, full_no_vel, full, full_state"),

@@ -82,6 +82,18 @@ def test_the_critic_sees_the_states_and_the_actor_never_does():
     assert net.state_norm is not None and "state_norm.mean" in net.state_dict()
 
 
+def test_a_critic_of_its_own_widths_reads_the_states_and_the_actor_keeps_its_own():
+    # IsaacGymEnvs' ShadowHandPPOAsymm: actor [400, 400, 200, 100], central value [512, 512, 256, 128] (here small)
+    net = ActorCritic(NUM_OBS, NUM_ACTIONS, [8, 4], num_states=NUM_STATES, critic_hidden=[16, 12, 6])
+    widths = lambda body: [(m.in_features, m.out_features) for m in body if isinstance(m, torch.nn.Linear)]
+    assert widths(net.actor_body) == [(NUM_OBS, 8), (8, 4)] and net.mu.in_features == 4
+    assert widths(net.critic_body) == [(NUM_STATES, 16), (16, 12), (12, 6)] and net.value.in_features == 6
+    mu, _, value = net(torch.randn(3, NUM_OBS), torch.randn(3, NUM_STATES))
+    assert mu.shape == (3, NUM_ACTIONS) and value.shape == (3,)
+    # a critic that shares the actor's trunk has no widths of its own to take
+    assert ActorCritic(NUM_OBS, NUM_ACTIONS, [8, 4], critic_hidden=[16]).critic_body is None
+
+
 def test_off_by_default_the_model_is_unchanged():
     torch.manual_seed(0)
     plain = ActorCritic(NUM_OBS, NUM_ACTIONS, [16, 16])
@@ -174,3 +186,9 @@ def test_rl_games_gets_a_central_value_on_the_states():
     value = central["central_value_config"]
     assert value["network"]["central_value"] is True and value["network"]["mlp"]["units"] == [32, 32]
     assert value["minibatch_size"] == central["minibatch_size"] and value["learning_rate"] == central["learning_rate"]
+    # a critic of its own widths (IsaacGymEnvs' ShadowHandPPOAsymm: central value [512, 512, 256, 128])
+    cfg = compose_config(["task=Cartpole", "sim=mujoco", "max_iterations=1",
+                          "agent.network.separate=true", "agent.network.critic_hidden=[64,16]"])
+    own = build_params(cfg, 64, "/tmp/run", states=7)
+    assert own["config"]["central_value_config"]["network"]["mlp"]["units"] == [64, 16]
+    assert own["network"]["mlp"]["units"] == [32, 32]  # (the actor's)
