@@ -21,7 +21,9 @@ leaving room in the 900 s for `run.sh proof --rerun` of whatever it cuts. Anymal
 FrankaCabinet (issue 47) are in the same steps (contract, equivalence, bench_sim at 4,096 and 16,384 envs, memory).
 The fourth proof (2026-11-27, with AnymalTerrain, without FrankaCabinet): 536 s for 19 steps, the deadline cut
 memory and bench_train_Anymal_4096 (72 s on their rerun); 680 s of the 900 held in all. FrankaCabinet adds its
-cases and benches: expect one rerun call. pack.py compiles every registered task's kernels (its tarball is named by
+cases and benches: expect one rerun call. ShadowHand (issue 47, 8 physics steps a control step) is in the same
+steps too: expect ~700 s of steps in all, the proof and one `run.sh proof --rerun`; its kernels (tendons, force and
+torque sensors, a mocap body) are new to the cache. pack.py compiles every registered task's kernels (its tarball is named by
 the models' fingerprint, so a new task recompiles); a kernel missing from the carried cache is compiled on the node
 by the first step that needs it (the Ant's took 87 s from an empty cache). run.sh calls this; it assumes the
 package, MuJoCo, MuJoCo Warp and Hydra importable (installed by the kit, or by pip on a node with network).
