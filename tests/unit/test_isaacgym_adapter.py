@@ -316,7 +316,7 @@ task:
   randomize: False
 """
 # IsaacGymEnvs' ShadowHand.yaml in miniature (its keys as there; the port leaves out envSpacing's grid, the random
-# forces, objectType and asset, which keep IsaacGymEnvs' values)
+# forces and asset, which keep IsaacGymEnvs' values)
 FAKE_SHADOW_HAND_TASK = """
 name: ShadowHand
 env:
@@ -615,8 +615,8 @@ def test_sim_isaacgym_task_frankacabinet_is_isaacgymenvs_own_with_the_same_overr
 
 
 def test_sim_isaacgym_task_shadowhand_is_isaacgymenvs_own_with_its_asymmetric_critic(monkeypatch, tmp_path):
-    """task=ShadowHand on sim=isaacgym: IsaacGymEnvs' own ShadowHand from its own ShadowHand.yaml (its object type
-    and random forces its own), the user's observation type and reward scales forwarded, asymmetric=true handed to
+    """task=ShadowHand on sim=isaacgym: IsaacGymEnvs' own ShadowHand from its own ShadowHand.yaml (its random forces
+    its own), the user's observation type and reward scales forwarded, asymmetric=true handed to
     it as its env.asymmetric_observations (its states then reach the critic through the adapter), mujoco.* kept."""
     from isaac_ppo.envs.make import load_task_config
 
@@ -631,7 +631,7 @@ def test_sim_isaacgym_task_shadowhand_is_isaacgymenvs_own_with_its_asymmetric_cr
     assert calls[-1]["task"] == "ShadowHand" and task["env"]["numEnvs"] == 32
     assert task["env"]["observationType"] == "openai" and task["env"]["reachGoalBonus"] == 100.0
     assert task["env"]["asymmetric_observations"] is True
-    assert task["env"]["objectType"] == "block" and task["env"]["forceScale"] == 0.0  # (IsaacGymEnvs' own)
+    assert task["env"]["objectType"] == "block" and task["env"]["forceScale"] == 0.0  # (ours, IsaacGymEnvs' own)
     assert task["sim"] == {"dt": 0.01667, "substeps": 2} and "mujoco" not in task
 
 
