@@ -85,8 +85,8 @@ def check(cfg: DictConfig) -> None:
         if not critic_hidden or min(critic_hidden) < 1:
             raise UserError(f"agent.network.critic_hidden={critic_hidden} must list at least one layer, each of at "
                             "least 1 unit (or be null: the actor's widths)")
-        states = cfg.asymmetric or bool((cfg.task.get("env") or {}).get("asymmetric_observations", False))
-        if not (cfg.agent.network.separate or states or cfg.test):  # (play rebuilds the checkpoint's critic)
+        # (play, test=true, rebuilds the checkpoint's critic whatever the flags say)
+        if not (cfg.agent.network.separate or critic_observations_on(cfg) or cfg.test):
             raise UserError(f"agent.network.critic_hidden={critic_hidden} sizes a critic of its own, and this one "
                             "shares the actor's trunk: add agent.network.separate=true (or asymmetric=true), or "
                             "drop critic_hidden")
@@ -155,6 +155,12 @@ def check_critic_observations(asymmetric: bool, task: str) -> None:
                         f"{', '.join(sorted(CRITIC_OBSERVATIONS)) or 'none yet'}): drop asymmetric=true")
 
 
+def critic_observations_on(cfg: DictConfig) -> bool:
+    """Whether the run's critic gets the task's critic observations: asymmetric=true, or the task config's own
+    env.asymmetric_observations (IsaacGymEnvs' key)."""
+    return bool(cfg.asymmetric or (cfg.task.get("env") or {}).get("asymmetric_observations", False))
+
+
 def check_profile(profile: str, task: str) -> None:
     """profile=NAME composes cfg/profile/task/NAME_<task>.yaml when it exists (an optional default): a profile
     without values for this task is refused, never applied as nothing."""
@@ -195,8 +201,7 @@ def check_rl_games(cfg: DictConfig) -> None:
     if cfg.capture_video:
         raise UserError("capture_video=true while training films our learner's policy: drop it with "
                         "agent.backend=rl_games (play its .pth with test=true capture_video=true)")
-    states = cfg.asymmetric or bool((cfg.task.get("env") or {}).get("asymmetric_observations", False))
-    if cfg.agent.network.get("critic_hidden") is not None and not states:
+    if cfg.agent.network.get("critic_hidden") is not None and not critic_observations_on(cfg):
         raise UserError("agent.backend=rl_games sizes a separate critic as its actor (its actor_critic network); "
                         "agent.network.critic_hidden sizes its central value only (asymmetric=true): drop critic_hidden")
 

@@ -30,6 +30,7 @@ from typing import Any, Dict, Tuple
 import torch
 
 from isaac_ppo.tasks.base import MujocoTask, Selection
+from isaac_ppo.tasks.legged.common import rotate
 from isaac_ppo.tasks.manipulation.kinematics import Kinematics
 
 FINGERTIPS = ("robot0:ffdistal", "robot0:mfdistal", "robot0:rfdistal", "robot0:lfdistal", "robot0:thdistal")
@@ -135,7 +136,7 @@ class ShadowHand(MujocoTask):
         wxyz = qpos[:, at + 3:at + 7]
         quat = torch.cat((wxyz[:, 1:], wxyz[:, :1]), dim=1)
         local_angular = qvel[:, self.block_qvel + 3:self.block_qvel + 6]  # (a free joint's: in the body frame)
-        angular = quat_rotate(quat, local_angular)
+        angular = rotate(wxyz, local_angular)
         return {"pos": qpos[:, at:at + 3], "quat": quat, "linvel": qvel[:, self.block_qvel:self.block_qvel + 3],
                 "angvel": angular}
 
@@ -240,13 +241,6 @@ class ShadowHand(MujocoTask):
         self.qvel[ids, :HAND_DOFS] = (s["resetDofVelRandomInterval"] * u[:, 5 + HAND_DOFS:]).to(self.qvel.dtype)
         self.targets[ids] = joints[:, self.actuated]
         self.successes[ids] = 0.0
-
-
-def quat_rotate(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """v turned by the (x, y, z, w) quaternions q."""
-    xyz, w = q[:, :3], q[:, 3:]
-    t = 2.0 * torch.cross(xyz, v, dim=1)
-    return v + w * t + torch.cross(xyz, t, dim=1)
 
 
 def hand_reward(position: torch.Tensor, quat: torch.Tensor, goal_position: torch.Tensor, goal_rot: torch.Tensor,
