@@ -16,7 +16,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from isaac_ppo.config.compose import RENAMED
 from isaac_ppo.config.domains import flat as _flat
-from isaac_ppo.envs.contract import num_states
 from isaac_ppo.errors import UserError
 
 # what a resumed run may change without becoming another run: budgets, saving, threads, where files go, play,
@@ -104,6 +103,9 @@ def check_resumable(state: Mapping[str, Any], path: str, task: str, env: Any, wo
     if (state["num_obs"], state["num_actions"]) != (env.num_obs, env.num_actions):
         raise UserError(f"checkpoint {path} is for {state['task']} (obs {state['num_obs']}, actions "
                         f"{state['num_actions']}), not {task}: resume with task={state['task']}")
+    from isaac_ppo.envs.contract import num_states  # (not at the top: the CLI's refusals import this module, and
+    # the contract imports torch, a second and a half they need not spend)
+
     saved_states, states = int(state.get("num_states", 0)), num_states(env)
     if saved_states != states:
         raise UserError(f"checkpoint {path} was trained with {saved_states} critic observations, this run's env "
