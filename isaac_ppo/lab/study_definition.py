@@ -64,13 +64,27 @@ def load_study(name: str) -> Dict[str, Any]:
 
 
 def _check_comparisons(study: Dict[str, Any], where: str) -> None:
-    """compare: [{claim, a, b, metric, expect}] and predict: {arms, diagnostics, at_fraction} (report/compare.py)."""
-    from isaac_ppo.lab.report.compare import EXPECT
+    """compare: [{claim, a, b, metric, expect, kind, margin}] (a and b two arms, or for an interaction each a pair
+    [HI, LO] of arms) and predict: {arms, diagnostics, at_fraction} (report/compare.py)."""
+    from isaac_ppo.lab.report.compare import EXPECT, KINDS
+
+    def side(value: Any) -> bool:
+        names = value if isinstance(value, list) else [value]
+        return len(names) in (1, 2) and all(isinstance(n, str) and n in study["arms"] for n in names)
 
     study.setdefault("compare", [])
     for i, spec in enumerate(study["compare"]):
-        if not isinstance(spec, dict) or spec.get("a") not in study["arms"] or spec.get("b") not in study["arms"]:
-            raise UserError(f"{where}: compare[{i}] needs a: and b:, two of the arms ({', '.join(study['arms'])})")
+        if not isinstance(spec, dict) or not side(spec.get("a")) or not side(spec.get("b")) \
+                or isinstance(spec["a"], list) != isinstance(spec["b"], list):
+            raise UserError(f"{where}: compare[{i}] needs a: and b:, two of the arms, or for an interaction two "
+                            f"pairs [HI, LO] of them ({', '.join(study['arms'])})")
+        kind, margin = spec.get("kind", "direction"), spec.get("margin")
+        if kind not in KINDS:
+            raise UserError(f"{where}: compare[{i}].kind={kind}: {', '.join(KINDS)}")
+        if kind != "direction" and not (isinstance(margin, (int, float)) and not isinstance(margin, bool)
+                                        and 0 < margin < 1):
+            raise UserError(f"{where}: compare[{i}].margin={margin}: kind={kind} needs a margin, a fraction in "
+                            f"(0, 1) of the reference's mean (0.1: 10%)")
         metric = str(spec.get("metric", "final"))
         if metric not in ("final", "auc") and not metric.startswith("diagnostics."):
             raise UserError(f"{where}: compare[{i}].metric={metric}: final, auc or diagnostics.NAME")

@@ -133,3 +133,94 @@ def test_a_comparison_names_the_gait_flagged_runs_it_holds_and_keeps_them(tmp_pa
     claims = claims_table({"s": "fast beats slow"}, [touched, untouched]).splitlines()[2]
     assert claims.count("(with gait-flagged fast seed 2)") == 1
     assert "(with gait-flagged fast seed 2) |" in markdown([touched], [])
+
+
+def test_a_claim_of_no_loss_is_supported_only_by_a_ci_above_the_margin():
+    """noninferior (a not worse than b by more than margin m): a CI that merely includes 0 supports nothing."""
+    m = 10.0
+    assert verdict(-5.0, 20.0, "greater", "noninferior", m) == "supported"  # the whole CI above -m
+    assert verdict(-15.0, 20.0, "greater", "noninferior", m) == "inconclusive at this budget"  # straddles -m
+    assert verdict(-40.0, -12.0, "greater", "noninferior", m) == "contradicted"  # all of it worse than -m
+    # expect less (lower is better, e.g. a tracking error): worse is the positive side
+    assert verdict(-20.0, 5.0, "less", "noninferior", m) == "supported"
+    assert verdict(12.0, 40.0, "less", "noninferior", m) == "contradicted"
+    # equivalent: within (-m, m) both ways; wholly past it on one side contradicts; else inconclusive
+    assert verdict(-5.0, 5.0, "greater", "equivalent", m) == "supported"
+    assert verdict(-5.0, 15.0, "greater", "equivalent", m) == "inconclusive at this budget"
+    assert verdict(11.0, 30.0, "greater", "equivalent", m) == "contradicted"
+    assert verdict(-30.0, -10.0, "greater", "equivalent", m) == "contradicted"
+
+
+def _runs(tmp_path, finals_by_arm):
+    import json
+
+    runs = {}
+    for arm, finals in finals_by_arm.items():
+        for seed, value in enumerate(finals):
+            folder = tmp_path / arm / f"seed_{seed}"
+            folder.mkdir(parents=True)
+            (folder / "metrics.json").write_text(json.dumps({"final_eval": {"return_mean": value}}))
+            (folder / "metrics.jsonl").write_text("")
+            runs.setdefault(arm, []).append(str(folder))
+    return runs
+
+
+def test_an_interaction_compares_the_effect_of_the_env_count_between_two_networks(tmp_path):
+    """(sep_hi - sep_lo) - (shared_hi - shared_lo): separate gains 1,000 from more envs, shared 0 -> +1,000, by
+    hand; its CI from resampling each arm, a bootstrap p, and the margin's scale the four arms' mean |mean|."""
+    from isaac_ppo.lab.report.compare import claims_table, compare, markdown
+
+    runs = _runs(tmp_path, {"sep_hi": [6000.0, 6100.0, 5900.0, 6050.0, 5950.0],
+                            "sep_lo": [5000.0, 5100.0, 4900.0, 5050.0, 4950.0],
+                            "shared_hi": [5500.0, 5600.0, 5400.0, 5550.0, 5450.0],
+                            "shared_lo": [5500.0, 5600.0, 5400.0, 5550.0, 5450.0]})
+    c = compare(runs, {"claim": "5", "a": ["sep_hi", "sep_lo"], "b": ["shared_hi", "shared_lo"]})
+    assert c["runs"] == [5, 5, 5, 5] and c["kind"] == "direction"
+    assert c["difference"] == pytest.approx(1000.0) and c["mean_a"] == pytest.approx(1000.0)
+    assert c["mean_b"] == pytest.approx(0.0) and c["scale"] == pytest.approx((6000 + 5000 + 5500 + 5500) / 4)
+    low, high = c["ci95"]
+    assert 850.0 < low < 1000.0 < high < 1150.0 and c["verdict"] == "supported" and c["p_bootstrap"] < 0.01
+    # the same four arms read as "the effect is the same for both networks, within 10%": 1,000 is past 550
+    same = compare(runs, {"claim": "6", "a": ["sep_hi", "sep_lo"], "b": ["shared_hi", "shared_lo"],
+                          "kind": "equivalent", "margin": 0.1})
+    assert same["verdict"] == "contradicted"
+    text = markdown([c, same], [])
+    assert "(sep_hi - sep_lo) vs (shared_hi - shared_lo)" in text and "(bootstrap)" in text
+    assert "a = b within 10%" in text and "5 + 5 + 5 + 5" in text
+    assert "on final (equivalent, margin 10%): contradicted" in claims_table({"6": "no re-tuning"}, [same])
+    # too few runs in one arm: not tested, with each arm's count
+    few = compare({**runs, "sep_lo": runs["sep_lo"][:1]}, {"claim": "5", "a": ["sep_hi", "sep_lo"],
+                                                           "b": ["shared_hi", "shared_lo"]})
+    assert few["verdict"] == "not tested: 5 and 1 and 5 and 5 runs (needs 2 per arm)"
+
+
+def test_a_noninferiority_comparison_scales_its_margin_by_the_reference_arm(tmp_path):
+    from isaac_ppo.lab.report.compare import compare
+
+    # concurrent 2% below sync (5,880 against 6,000): within a 10% margin (600), the CI well above -600
+    runs = _runs(tmp_path, {"concurrent": [5870.0, 5890.0, 5880.0, 5875.0, 5885.0],
+                            "sync": [5990.0, 6010.0, 6000.0, 5995.0, 6005.0]})
+    spec = {"claim": "hts", "a": "concurrent", "b": "sync", "kind": "noninferior", "margin": 0.1}
+    c = compare(runs, spec)
+    assert c["difference"] == pytest.approx(-120.0) and c["scale"] == pytest.approx(6000.0)
+    assert c["verdict"] == "supported" and c["ci95"][1] < 0  # worse, significantly, but not past the margin
+    assert compare(runs, dict(spec, kind="direction"))["verdict"] == "contradicted"  # the same data, read as a > b
+    assert compare(runs, dict(spec, margin=0.01))["verdict"] == "contradicted"  # 1% margin (60): past it
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    ({"a": ["x", "y"], "b": "z"}, "two pairs [HI, LO]"),
+    ({"a": ["x", "y", "z"], "b": ["x", "y", "z"]}, "two pairs [HI, LO]"),
+    ({"a": "x", "b": "nope"}, "two of the arms"),
+    ({"a": "x", "b": "y", "kind": "similar", "margin": 0.1}, "compare[0].kind=similar: direction, noninferior, equivalent"),
+    ({"a": "x", "b": "y", "kind": "noninferior"}, "compare[0].margin=None: kind=noninferior needs a margin"),
+    ({"a": "x", "b": "y", "kind": "equivalent", "margin": 10}, "compare[0].margin=10"),
+])
+def test_a_comparison_the_report_cannot_make_is_refused_in_one_line(spec, fragment):
+    from isaac_ppo.errors import UserError
+    from isaac_ppo.lab.study_definition import _check_comparisons
+
+    study = {"arms": {"x": [], "y": [], "z": []}, "compare": [spec]}
+    with pytest.raises(UserError) as refused:
+        _check_comparisons(study, "cfg/study/s.yaml")
+    assert fragment in str(refused.value) and "\n" not in str(refused.value)

@@ -7,8 +7,18 @@ area under the curve, the mean over the evaluations every run of both arms made)
 over the run's measurements, on the study's common probe set when it gives one). Per comparison: each arm's
 mean over seeds, the difference a - b with its 95% percentile-bootstrap CI (seeds resampled within each arm),
 and a two-sided permutation test of the difference of means (exact over every relabelling up to 20,000 of them,
-else that many random ones). The verdict: "supported" when the CI excludes 0 on the expected side,
-"contradicted" when it excludes 0 on the other, else "inconclusive at this budget". numpy only.
+else that many random ones). Three kinds of comparison (the study definition's `kind:`), each with its verdict:
+- direction (the default; a > b claimed, or a < b): "supported" when the CI excludes 0 on the expected side,
+  "contradicted" when it excludes 0 on the other, else "inconclusive at this budget";
+- noninferior (a is not worse than b: a claim of no loss, never supported by a CI that merely includes 0): with a
+  margin m = `margin` x |mean b|, "supported" when the whole CI is above -m (below +m for expect: less, where lower
+  is better), "contradicted" when it is all past -m, else inconclusive;
+- equivalent (no difference either way, past the margin): "supported" when the CI lies within (-m, +m),
+  "contradicted" when it lies wholly outside it on one side, else inconclusive.
+An interaction compares effects, not arms: a: [A_HI, A_LO] and b: [B_HI, B_LO] compare the difference of
+differences (A_HI - A_LO) - (B_HI - B_LO) (does an effect change with the env count?), its CI from resampling each
+of the four arms' seeds within the arm, its p two-sided from that bootstrap (no relabelling of four arms is exact
+under this null), and a margin's scale the mean |mean| of the four arms. numpy only.
 
 Prediction: Spearman's rank correlation between a diagnostic's value at a fraction of the budget (the last
 measurement at or before it) and the run's final evaluation return, over every run of the listed arms, with a
@@ -30,6 +40,7 @@ from isaac_ppo.lab.report.clock import evaluations
 from isaac_ppo.lab.watch import read_rows
 
 EXPECT = ("greater", "less")
+KINDS = ("direction", "noninferior", "equivalent")
 
 
 def final_return(folder: str) -> Optional[float]:
@@ -115,10 +126,46 @@ def sampled_p(hits: int, draws: int) -> float:
     return (hits + 1) / (draws + 1)
 
 
-def verdict(low: float, high: float, expect: str) -> str:
+def verdict(low: float, high: float, expect: str, kind: str = "direction", margin: float = 0.0) -> str:
+    """The comparison's verdict from the CI of a - b (module docstring); margin in the difference's own units."""
+    if kind == "noninferior":  # (flipped so that "worse" is always the negative side)
+        low, high = (low, high) if expect == "greater" else (-high, -low)
+        if low > -margin:
+            return "supported"
+        return "contradicted" if high < -margin else "inconclusive at this budget"
+    if kind == "equivalent":
+        if -margin < low and high < margin:
+            return "supported"
+        return "contradicted" if low >= margin or high <= -margin else "inconclusive at this budget"
     if low > 0 or high < 0:
         return "supported" if (low > 0) == (expect == "greater") else "contradicted"
     return "inconclusive at this budget"
+
+
+def bootstrap_interaction(values: Sequence[Sequence[float]], reps: int = 10000,
+                          seed: int = 0) -> Tuple[float, float, float]:
+    """(low, high, p) of (A_HI - A_LO) - (B_HI - B_LO) for values = [A_HI, A_LO, B_HI, B_LO]: the 95% percentile CI
+    with each arm's seeds resampled within the arm, and the two-sided bootstrap p (twice the smaller share of
+    resampled differences on either side of 0, at most 1)."""
+    rng = np.random.default_rng(seed)
+    means = []
+    for arm in values:
+        x = np.asarray(arm, dtype=np.float64)
+        means.append(x[rng.integers(0, len(x), (reps, len(x)))].mean(1))
+    diffs = (means[0] - means[1]) - (means[2] - means[3])
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    p = min(1.0, 2.0 * min(float(np.mean(diffs <= 0)), float(np.mean(diffs >= 0))))
+    return float(low), float(high), p
+
+
+def arm_names(side: Any) -> List[str]:
+    """A comparison's side: one arm, or [HI, LO] for an interaction."""
+    return list(side) if isinstance(side, (list, tuple)) else [side]
+
+
+def label(side: Any) -> str:
+    names = arm_names(side)
+    return names[0] if len(names) == 1 else f"({names[0]} - {names[1]})"
 
 
 def compare(runs: Dict[str, List[str]], spec: Dict[str, Any],
@@ -127,19 +174,36 @@ def compare(runs: Dict[str, List[str]], spec: Dict[str, Any],
     folder -> its name) are the runs past the gait check's flag: they stay in (dropping a run after seeing it
     biases the comparison), and the comparison names those of its arms' runs."""
     a, b, metric, expect = spec["a"], spec["b"], spec.get("metric", "final"), spec.get("expect", "greater")
+    kind, fraction = spec.get("kind", "direction"), float(spec.get("margin", 0.0))
     flagged = flagged or {}
-    grid = matched_grid(runs.get(a, []) + runs.get(b, [])) if metric == "auc" else []
-    values_a, values_b = run_values(runs.get(a, []), metric, grid), run_values(runs.get(b, []), metric, grid)
-    out = {"claim": str(spec.get("claim", "")), "a": a, "b": b, "metric": metric, "expect": expect,
-           "runs": [len(values_a), len(values_b)],
-           "gait_flagged": [flagged[f] for f in runs.get(a, []) + runs.get(b, []) if f in flagged]}
-    if len(values_a) < 2 or len(values_b) < 2:
-        return dict(out, verdict=f"not tested: {len(values_a)} and {len(values_b)} runs (needs 2 per arm)")
-    low, high = bootstrap_difference_ci(values_a, values_b)
-    return dict(out, mean_a=float(np.mean(values_a)), mean_b=float(np.mean(values_b)),
-                difference=float(np.mean(values_a) - np.mean(values_b)), ci95=[low, high],
-                p_permutation=permutation_p(values_a, values_b), matched_points=len(grid) if grid else None,
-                verdict=verdict(low, high, expect))
+    arms = arm_names(a) + arm_names(b)
+    folders = [f for arm in arms for f in runs.get(arm, [])]
+    grid = matched_grid(folders) if metric == "auc" else []
+    values = [run_values(runs.get(arm, []), metric, grid) for arm in arms]
+    out = {"claim": str(spec.get("claim", "")), "a": a, "b": b, "metric": metric, "expect": expect, "kind": kind,
+           "runs": [len(v) for v in values], "gait_flagged": [flagged[f] for f in folders if f in flagged]}
+    if kind != "direction":
+        out["margin"] = fraction
+    if min(len(v) for v in values) < 2:
+        counts = " and ".join(str(len(v)) for v in values)
+        return dict(out, verdict=f"not tested: {counts} runs (needs 2 per arm)")
+    means = [float(np.mean(v)) for v in values]
+    if len(arms) == 4:  # an interaction: (A_HI - A_LO) - (B_HI - B_LO)
+        low, high, p = bootstrap_interaction(values)
+        difference, scale = (means[0] - means[1]) - (means[2] - means[3]), float(np.mean(np.abs(means)))
+        tested = dict(mean_a=means[0] - means[1], mean_b=means[2] - means[3], p_bootstrap=p)
+    else:
+        low, high = bootstrap_difference_ci(values[0], values[1])
+        difference, scale = means[0] - means[1], abs(means[1])
+        tested = dict(mean_a=means[0], mean_b=means[1], p_permutation=permutation_p(values[0], values[1]))
+    return dict(out, **tested, difference=difference, ci95=[low, high], scale=scale,
+                matched_points=len(grid) if grid else None,
+                verdict=verdict(low, high, expect, kind, fraction * scale))
+
+
+def p_value(c: Dict[str, Any]) -> float:
+    """A tested comparison's p: the permutation test's for two arms, the bootstrap's for an interaction."""
+    return c["p_permutation"] if "p_permutation" in c else c["p_bootstrap"]
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
@@ -241,9 +305,15 @@ def claims_table(claims: Dict[str, Any], comparisons: Sequence[Dict[str, Any]]) 
             overall = "contradicted"
         else:
             overall = "inconclusive at this budget"
-        listed = "; ".join(f"{c['a']} vs {c['b']} on {c['metric']}: {c['verdict']}" + _flagged_note(c) for c in mine)
+        listed = "; ".join(f"{label(c['a'])} vs {label(c['b'])} on {c['metric']}{_kind_note(c)}: {c['verdict']}"
+                           + _flagged_note(c) for c in mine)
         lines.append(f"| {claim_id} | {entry.get('text', '')} | {listed} | {overall} |")
     return "\n".join(lines) + "\n"
+
+
+def _kind_note(c: Dict[str, Any]) -> str:
+    kind = c.get("kind", "direction")
+    return "" if kind == "direction" else f" ({kind}, margin {100 * c['margin']:g}%)"
 
 
 def _flagged_note(c: Dict[str, Any]) -> str:
@@ -253,7 +323,7 @@ def _flagged_note(c: Dict[str, Any]) -> str:
 def toward_claim(c: Dict[str, Any]) -> Tuple[float, float, float]:
     """A comparison's difference and CI in percent of |mean b|, signed so that positive is the claimed direction
     (a > b for "greater", a < b for "less"): every claim reads the same way on one axis, whatever its metric."""
-    scale = abs(c["mean_b"]) or 1.0
+    scale = c.get("scale", abs(c["mean_b"])) or 1.0
     sign = 1.0 if c["expect"] == "greater" else -1.0
     low, high = sorted(sign * 100.0 * v / scale for v in c["ci95"])
     return sign * 100.0 * c["difference"] / scale, low, high
@@ -280,7 +350,7 @@ def plot(comparisons: Sequence[Dict[str, Any]], path: str) -> Optional[str]:
         axes.plot([low, high], [y, y], color=colour, linewidth=2.5)
         axes.plot([middle], [y], "o", color=colour)
     axes.set_yticks(range(len(tested)))
-    axes.set_yticklabels([f"{c['claim']}: {c['a']} vs {c['b']} ({c['metric']})" for c in reversed(tested)],
+    axes.set_yticklabels([f"{c['claim']}: {label(c['a'])} vs {label(c['b'])} ({c['metric']})" for c in reversed(tested)],
                          fontsize=7)
     axes.axvline(0.0, color="black", linewidth=0.8)
     axes.set_xlabel("difference a - b, % of b, 95% bootstrap CI\n(right: as the claim says; green supported, "
@@ -297,12 +367,12 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
     for c in comparisons:
         if "difference" in c:
             low, high = c["ci95"]
-            cells = [f"{c['mean_a']:.4g}", f"{c['mean_b']:.4g}", f"{c['difference']:+.4g} ({low:+.4g} to {high:+.4g})",
-                     format_p(c['p_permutation'])]
+            p = format_p(p_value(c)) + ("" if "p_permutation" in c else " (bootstrap)")
+            cells = [f"{c['mean_a']:.4g}", f"{c['mean_b']:.4g}", f"{c['difference']:+.4g} ({low:+.4g} to {high:+.4g})", p]
         else:
             cells = ["", "", "", ""]
-        lines.append(f"| {c['claim']} | {c['a']} vs {c['b']} | {c['metric']} | a {'>' if c['expect'] == 'greater' else '<'} b | "
-                     + " | ".join(cells) + f" | {c['runs'][0]} + {c['runs'][1]} | {c['verdict']}{_flagged_note(c)} |")
+        lines.append(f"| {c['claim']} | {label(c['a'])} vs {label(c['b'])} | {c['metric']} | {_expected(c)} | "
+                     + " | ".join(cells) + f" | {' + '.join(map(str, c['runs']))} | {c['verdict']}{_flagged_note(c)} |")
     if predictions:
         lines += ["", "| diagnostic (at a fraction of the budget) | runs | distinct values | Spearman with the final "
                   "return | p (permutation) | p, Holm over the tested rows |", "|---|---|---|---|---|---|"]
@@ -312,6 +382,16 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
             row = [f"{p['diagnostic']} (at {p['at_fraction']:g})", str(p["runs"]), str(p.get("distinct", ""))] + measured
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _expected(c: Dict[str, Any]) -> str:
+    """What the claim says of a - b, in the table's words."""
+    kind, side = c.get("kind", "direction"), ">" if c["expect"] == "greater" else "<"
+    if kind == "noninferior":
+        return f"a not {'<' if side == '>' else '>'} b by {100 * c['margin']:g}%"
+    if kind == "equivalent":
+        return f"a = b within {100 * c['margin']:g}%"
+    return f"a {side} b"
 
 
 def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str,
