@@ -2,12 +2,26 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
 import pytest
 
 from isaac_ppo.lab.report.compare import format_p, bootstrap_difference_ci, permutation_p, spearman, verdict
+
+
+def _runs(tmp_path, finals_by_arm):
+    """arm -> run folders whose metrics.json holds each given final evaluation return (and no rows)."""
+    runs = {}
+    for arm, finals in finals_by_arm.items():
+        for seed, value in enumerate(finals):
+            folder = tmp_path / arm / f"seed_{seed}"
+            folder.mkdir(parents=True)
+            (folder / "metrics.json").write_text(json.dumps({"final_eval": {"return_mean": value}}))
+            (folder / "metrics.jsonl").write_text("")
+            runs.setdefault(arm, []).append(str(folder))
+    return runs
 
 
 def test_the_permutation_test_is_exact_for_small_arms():
@@ -111,18 +125,9 @@ def test_holm_adjusts_step_down_and_keeps_the_order():
 def test_a_comparison_names_the_gait_flagged_runs_it_holds_and_keeps_them(tmp_path):
     """A run past the gait flag stays in its comparison (PROTOCOL amendment 5: dropping it after seeing it would
     bias it); the comparison and the claims table say which verdict it touches."""
-    import json
-
     from isaac_ppo.lab.report.compare import claims_table, compare, markdown
 
-    runs = {}
-    for arm, finals in {"fast": [8000.0, 8200.0, 14500.0], "slow": [6800.0, 6900.0, 7000.0]}.items():
-        for seed, value in enumerate(finals):
-            folder = tmp_path / arm / f"seed_{seed}"
-            folder.mkdir(parents=True)
-            (folder / "metrics.json").write_text(json.dumps({"final_eval": {"return_mean": value}}))
-            (folder / "metrics.jsonl").write_text("")
-            runs.setdefault(arm, []).append(str(folder))
+    runs = _runs(tmp_path, {"fast": [8000.0, 8200.0, 14500.0], "slow": [6800.0, 6900.0, 7000.0]})
     flagged = {runs["fast"][2]: "fast seed 2"}
     touched = compare(runs, {"claim": "s", "a": "fast", "b": "slow"}, flagged)
     untouched = compare({"slow": runs["slow"], "fast": runs["fast"][:2]}, {"claim": "s", "a": "fast", "b": "slow"},
@@ -149,20 +154,6 @@ def test_a_claim_of_no_loss_is_supported_only_by_a_ci_above_the_margin():
     assert verdict(-5.0, 15.0, "greater", "equivalent", m) == "inconclusive at this budget"
     assert verdict(11.0, 30.0, "greater", "equivalent", m) == "contradicted"
     assert verdict(-30.0, -10.0, "greater", "equivalent", m) == "contradicted"
-
-
-def _runs(tmp_path, finals_by_arm):
-    import json
-
-    runs = {}
-    for arm, finals in finals_by_arm.items():
-        for seed, value in enumerate(finals):
-            folder = tmp_path / arm / f"seed_{seed}"
-            folder.mkdir(parents=True)
-            (folder / "metrics.json").write_text(json.dumps({"final_eval": {"return_mean": value}}))
-            (folder / "metrics.jsonl").write_text("")
-            runs.setdefault(arm, []).append(str(folder))
-    return runs
 
 
 def test_an_interaction_compares_the_effect_of_the_env_count_between_two_networks(tmp_path):
