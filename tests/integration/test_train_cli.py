@@ -186,7 +186,8 @@ def test_a_refused_config_is_refused_before_torch_is_imported(tmp_path):
     probe = ("import sys\nfrom isaac_ppo.train import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as stop:\n"
              "    print(stop.code, 'torch' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", probe, "task=Cartpole", "agent.learning_rate=nan",
-                           f"runs_dir={tmp_path / 'runs'}"], capture_output=True, text=True, timeout=60)
+                           f"runs_dir={tmp_path / 'runs'}"], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)  # (not the checkout: `python -c` puts the folder it runs in on sys.path)
     assert done.stdout.split() == ["2", "False"], (done.stdout, done.stderr)
     assert "agent.learning_rate=nan" in done.stderr and not (tmp_path / "runs").exists()
 
