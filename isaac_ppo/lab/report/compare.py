@@ -94,10 +94,15 @@ def bootstrap_difference_ci(a: Sequence[float], b: Sequence[float], reps: int = 
                             seed: int = 0) -> Tuple[float, float]:
     """95% percentile-bootstrap CI of mean(a) - mean(b), each arm's seeds resampled within the arm."""
     rng = np.random.default_rng(seed)
-    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    diffs = x[rng.integers(0, len(x), (reps, len(x)))].mean(1) - y[rng.integers(0, len(y), (reps, len(y)))].mean(1)
+    diffs = resampled_means(a, rng, reps) - resampled_means(b, rng, reps)
     low, high = np.percentile(diffs, [2.5, 97.5])
     return float(low), float(high)
+
+
+def resampled_means(arm: Sequence[float], rng: np.random.Generator, reps: int) -> np.ndarray:
+    """reps bootstrap means of one arm's values (its seeds drawn with replacement)."""
+    x = np.asarray(arm, dtype=np.float64)
+    return x[rng.integers(0, len(x), (reps, len(x)))].mean(1)
 
 
 def permutation_p(a: Sequence[float], b: Sequence[float], limit: int = 20000, seed: int = 0) -> float:
@@ -148,10 +153,7 @@ def bootstrap_interaction(values: Sequence[Sequence[float]], reps: int = 10000,
     with each arm's seeds resampled within the arm, and the two-sided bootstrap p (twice the smaller share of
     resampled differences on either side of 0, at most 1)."""
     rng = np.random.default_rng(seed)
-    means = []
-    for arm in values:
-        x = np.asarray(arm, dtype=np.float64)
-        means.append(x[rng.integers(0, len(x), (reps, len(x)))].mean(1))
+    means = [resampled_means(arm, rng, reps) for arm in values]
     diffs = (means[0] - means[1]) - (means[2] - means[3])
     low, high = np.percentile(diffs, [2.5, 97.5])
     p = min(1.0, 2.0 * min(float(np.mean(diffs <= 0)), float(np.mean(diffs >= 0))))
@@ -199,11 +201,6 @@ def compare(runs: Dict[str, List[str]], spec: Dict[str, Any],
     return dict(out, **tested, difference=difference, ci95=[low, high], scale=scale,
                 matched_points=len(grid) if grid else None,
                 verdict=verdict(low, high, expect, kind, fraction * scale))
-
-
-def p_value(c: Dict[str, Any]) -> float:
-    """A tested comparison's p: the permutation test's for two arms, the bootstrap's for an interaction."""
-    return c["p_permutation"] if "p_permutation" in c else c["p_bootstrap"]
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
@@ -367,7 +364,8 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
     for c in comparisons:
         if "difference" in c:
             low, high = c["ci95"]
-            p = format_p(p_value(c)) + ("" if "p_permutation" in c else " (bootstrap)")
+            # (two arms: the permutation test's p; an interaction: its bootstrap's)
+            p = format_p(c["p_permutation"]) if "p_permutation" in c else format_p(c["p_bootstrap"]) + " (bootstrap)"
             cells = [f"{c['mean_a']:.4g}", f"{c['mean_b']:.4g}", f"{c['difference']:+.4g} ({low:+.4g} to {high:+.4g})", p]
         else:
             cells = ["", "", "", ""]
