@@ -10,6 +10,9 @@ the depth given), and the contacts reported more than 3 mm deeper than that.
   python benchmarks/mjwarp_hfield_contacts.py sphere hfield 8.0 0.04   (the lowest point 40 mm in: a foot pushed in)
   python benchmarks/mjwarp_hfield_contacts.py sphere map -10 0.04      (AnymalTerrain's own map, seed 0, 120 x 200 m)
 
+It measures mujoco-warp as released; a last word `fixed` first applies the port's mend (tasks/sim/warp_hfield_fix.py,
+as sim=mjwarp does): `... sphere map -10 0.04 fixed`.
+
 Ground `map` is the task's height field as the port builds it (tasks/legged/terrain.py), the spot (at, at) in the
 map's frame on its flat border (-20 < at < 0, surface at z = 0), each world moved by up to 0.1 m in x and y so that
 the spot within a sample's cell varies.
@@ -80,7 +83,13 @@ def lowest_z(m: mujoco.MjModel, d: mujoco.MjData, shape: str) -> float:
 
 def main() -> None:
     shape, ground, at = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    depth = float(sys.argv[4]) if len(sys.argv) > 4 else DEPTH_M
+    words = sys.argv[4:]
+    if "fixed" in words:
+        from isaac_ppo.tasks.sim import warp_hfield_fix
+
+        print("with the port's fix:", warp_hfield_fix.apply(mjw))
+        words.remove("fixed")
+    depth = float(words[0]) if words else DEPTH_M
     too_deep = -(depth + 0.003)  # (a contact reported deeper than this is not the body's true penetration)
     wp.config.log_level = wp.LOG_WARNING
     m, worlds = model(shape, ground, at), 512

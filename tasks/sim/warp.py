@@ -13,6 +13,9 @@ mujoco.batch in ways this class absorbs:
   too, bit for bit) and replayed each control step; inputs are written in place through zero-copy torch views.
   On the GPU, warp launches on its own stream (a graph cannot be recorded on torch's default stream): each
   replay first waits for torch's pending work on the views, and torch's stream then waits for the replay.
+- MuJoCo Warp 4.0.0's height-field contacts report a geom that sinks into the field metres deep (the witness
+  step's float32 cancellation and support direction): warp_hfield_fix.py mends the two functions before any
+  kernel is built (AnymalTerrain's blow-ups on MuJoCo Warp).
 - Kernels are compiled on first use (from an empty cache on a 2-core CPU: Cartpole 28 s, then Ant 9 s and
   Humanoid 4 s more, most being shared), then cached (WARP_CACHE_PATH, default ~/.cache/warp).
 """
@@ -42,6 +45,9 @@ def import_warp() -> Tuple[Any, Any]:
         import mujoco_warp as mjw
     except ImportError:
         raise UserError(INSTALL_HINT) from None
+    from isaac_ppo.tasks.sim import warp_hfield_fix
+
+    warp_hfield_fix.apply(mjw)  # (before any kernel is built: height-field contact depths, see the module)
     return wp, mjw
 
 
