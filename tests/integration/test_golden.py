@@ -47,7 +47,12 @@ TIMING = {"wall_s", "collect_s", "wait_s", "update_s", "iteration_s", "fps", "fp
           "diagnostics_s", "probe_s"}
 
 
-FOREIGN_REL_TOL = 2e-3  # on another CPU than the file's: measured up to 6.2e-4 (a clip-fraction count), above
+# on another CPU than the file's. Measured: 6.2e-4 (AMD against Intel, the implicit-integrator physics, above); then
+# 2026-11-27, the same code on an AMD EPYC with AVX-512 against this file (written on an Intel Xeon with AVX-512, RK4
+# physics): up to 3.8e-3, all in the 20-step-episode run, growing over its iterations (iteration 1's clip_fraction
+# 2.2e-3: 8 of its 16,384 sample-epochs across the clip boundary; iteration 2's clip_fraction 3.8e-3, actor_loss 3.1e-3,
+# kl 2.8e-3); 1% is 2.6x the largest drift measured and still catches a value the float order cannot explain
+FOREIGN_REL_TOL = 1e-2
 
 
 def _cpu_model() -> str:
