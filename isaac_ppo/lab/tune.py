@@ -238,6 +238,22 @@ def retry_stale(study: Any) -> None:
             print(f"[tune] trial {trial.number} was running when its tuner died: marked FAIL, queued again", flush=True)
 
 
+def other_machines(trials: List[Any], here: str) -> Optional[str]:
+    """A line when finished trials ran on another machine kind than this one: the objective is seconds, and a
+    machine with other vector units or cores runs the same settings up to 2x faster, so a study resumed elsewhere
+    ranks trials partly by the machine (say so; the best trial's confirmation on fresh seeds is run on one)."""
+    kinds: Dict[str, int] = {}
+    for t in trials:
+        kind = t.user_attrs.get("machine")
+        if kind and kind != here and t.state.name in ("COMPLETE", "PRUNED"):
+            kinds[kind] = kinds.get(kind, 0) + 1
+    if not kinds:
+        return None
+    others = "; ".join(f"{n} on {kind}" for kind, n in sorted(kinds.items()))
+    return (f"[tune] note: finished trials ran on another machine ({others}); this one is {here}: their seconds "
+            f"are not this machine's, so confirm the best trial on fresh seeds on one machine")
+
+
 def trial_overrides(space: Dict[str, Any], extra: List[str], params: Dict[str, Any]) -> List[str]:
     mine = {_key(w) for w in extra}
     fixed = [w for w in space["fixed"] if _key(w) not in mine]
@@ -250,7 +266,7 @@ def write_results(study: Any, folder: str, space: Dict[str, Any], extra: List[st
 
     trials = study.get_trials(deepcopy=False)
     keys = sorted({k for t in trials for k in t.params})
-    columns = ["number", "state", "value", "solved_s", "best_eval", "stopped", "seed", "train_s", "run_dir"]
+    columns = ["number", "state", "value", "solved_s", "best_eval", "stopped", "seed", "train_s", "machine", "run_dir"]
     with open(os.path.join(folder, "history.csv.tmp"), "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(columns + keys)
@@ -302,6 +318,12 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
         raise UserError(f"storage={storage}: cannot open the study: {reason}") from None
     os.makedirs(folder, exist_ok=True)  # (with storage= given, made once the study opened: a refusal makes none)
     retry_stale(study)
+    from isaac_ppo.lab.report.clock import machine, machine_label  # (here: a refusal above stays quick)
+
+    here = machine_label(machine())
+    note = other_machines(study.get_trials(deepcopy=False), here)
+    if note:
+        print(note, flush=True)
     finished_states = (TrialState.COMPLETE, TrialState.PRUNED)
     print(f"[tune] study {own['study']} ({storage}): {len(study.get_trials(states=finished_states))}/{own['trials']} "
           f"trials finished; space {space['path']}; objective: training seconds to eval return "
@@ -313,6 +335,7 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
         trial = study.ask()
         trial.set_user_attr("host", socket.gethostname())
         trial.set_user_attr("tuner_pid", os.getpid())
+        trial.set_user_attr("machine", here)
         params = sample(trial, search)
         seeds, explicit = space["seeds"], any(_key(w) == "seed" for w in extra)
         seed = None if explicit else (seeds[trial.number % len(seeds)] if seeds else trial.number)

@@ -45,6 +45,10 @@ def test_toy_study_runs_then_resumes_counting_trials_from_storage(tmp_path):
     with open(folder / "history.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["number"] for r in rows] == ["0", "1", "2"] and "agent.learning_rate" in rows[0]
+    from isaac_ppo.lab.report.clock import machine, machine_label
+
+    here = machine_label(machine())  # the seconds are this machine's: each trial says which it ran on
+    assert {r["machine"] for r in rows} == {here} and here.endswith(" cores")
     for t in complete:  # a trial's value: seconds to the threshold, or the cap plus the gap
         if t.user_attrs["solved_s"] is not None:
             assert t.value == pytest.approx(t.user_attrs["solved_s"]) and t.value <= 30
@@ -54,6 +58,7 @@ def test_toy_study_runs_then_resumes_counting_trials_from_storage(tmp_path):
     second = tune(tmp_path, "space=cartpole_toy", "trials=4", "study=toy")
     assert second.returncode == 0, second.stdout + second.stderr
     assert "3/4 trials finished" in second.stdout
+    assert "another machine" not in second.stdout  # resumed on the same machine: nothing to warn of
     trials = trials_of(tmp_path, "toy")
     assert len(trials) == 4 and len(finished(trials)) == 4
     # the first three were not run again: one run folder per trial
@@ -148,3 +153,18 @@ def test_a_trial_is_judged_by_the_pruner_only_from_its_first_evaluation(tmp_path
         run_trial(Trial(), [sys.executable, "-c", writer], str(tmp_path / "trials"), space, cap_s=120.0)
     assert Trial.reports and min(Trial.reports) >= 3  # ticks 1 and 2 (5 s, 10 s) came before any evaluation
     assert Trial.asked == [min(Trial.reports)]
+
+
+def test_a_study_resumed_on_another_machine_says_so():
+    """The objective is seconds: trials timed on another CPU kind are named, with how many, when a study resumes."""
+    from isaac_ppo.lab.tune import other_machines
+
+    class Trial:
+        def __init__(self, state, machine):
+            self.state, self.user_attrs = type("S", (), {"name": state})(), {"machine": machine}
+
+    here, there = "AMD EPYC, avx2+avx512f, 2 cores", "Intel Xeon, avx2, 2 cores"
+    assert other_machines([Trial("COMPLETE", here), Trial("PRUNED", here)], here) is None
+    assert other_machines([Trial("FAIL", there), Trial("RUNNING", there)], here) is None  # no seconds counted
+    note = other_machines([Trial("COMPLETE", here), Trial("COMPLETE", there), Trial("PRUNED", there)], here)
+    assert note and "2 on Intel Xeon, avx2, 2 cores" in note and here in note
