@@ -15,6 +15,8 @@
 #     env steps; resumable with resume=auto, so a CPU runs a fraction and continues), evaluated every 2M env steps on 64
 #     envs spread over every level (eval_env: curriculum false); the curriculum's mean level is task_state.terrain_level:
 #     isaac-ppo-report RUNS/anymal_terrain_seed*/*/ metric=task_state.terrain_level
+#   and its figure (the evaluations, then the curriculum's mean level every iteration, against env steps and wall clock):
+#     python benchmarks/plot_curves.py --eval anymal_terrain_learning.png RUNS/anymal_terrain_seed*/*/
 # Usage: bash benchmarks/learning.sh [RUNS_DIR] [TASK] [SEEDS]   (SEEDS: "0 1 2" unless given)   (default /tmp/isaac-ppo-bench-runs, Ant)
 set -euo pipefail
 runs="${1:-/tmp/isaac-ppo-bench-runs}"

@@ -8,7 +8,8 @@ Prints, per run, the mean return at the last iteration and the best, and the sam
 With --eval, the periodic evaluations instead (the rows' eval: each env's first episode from reset, unbiased, on
 fresh draws of the task's reset, commands included): the evaluation return and each measure the task reports beside
 it (Anymal: eval.tracking_error_xy_mps, m/s), one row of panels each, against env steps and against the wall clock
-(eval.wall_s: training plus every evaluation so far), one line per run:
+(eval.wall_s: training plus every evaluation so far), one line per run; then each task_state the training rows carry
+(AnymalTerrain: the curriculum's mean terrain level, every iteration):
 
     python benchmarks/plot_curves.py --eval OUT.png RUN_DIR [RUN_DIR ...]
 """
@@ -68,23 +69,36 @@ def main_eval(out: str, run_dirs: list) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    evaluations = [[r["eval"] for r in load(d) if "eval" in r] for d in run_dirs]
+    runs = [load(d) for d in run_dirs]
+    evaluations = [[r["eval"] for r in rows if "eval" in r] for rows in runs]
     measured = [k for k in evaluations[0][0] if k not in EVAL_BOOKKEEPING] if evaluations[0] else ["return_mean"]
-    fig, axes = plt.subplots(len(measured), 2, figsize=(11, 3.6 * len(measured)), squeeze=False)
-    for run_dir, rows in zip(run_dirs, evaluations):
+    # the training envs' task state (AnymalTerrain: the curriculum's mean terrain level), every iteration: a row of
+    # panels each, after the evaluation's
+    states = sorted(runs[0][-1].get("task_state") or {}) if runs[0] else []
+    panels = [f"eval.{k}" for k in measured] + [f"task_state.{k}" for k in states]
+    fig, axes = plt.subplots(len(panels), 2, figsize=(11, 3.6 * len(panels)), squeeze=False)
+    for run_dir, rows, training in zip(run_dirs, evaluations, runs):
         label = os.path.basename(os.path.dirname(run_dir.rstrip("/"))) or run_dir
         for row_axes, key in zip(axes, measured):
             ys = [r[key] for r in rows]
-            row_axes[0].plot([r["env_steps"] for r in rows], ys, lw=1, label=label)
-            row_axes[1].plot([r["wall_s"] / 60 for r in rows], ys, lw=1, label=label)
+            row_axes[0].plot([r["env_steps"] for r in rows], ys, lw=1, marker=".", label=label)
+            row_axes[1].plot([r["wall_s"] / 60 for r in rows], ys, lw=1, marker=".", label=label)
+        for row_axes, key in zip(axes[len(measured):], states):
+            kept = [r for r in training if key in (r.get("task_state") or {})]
+            ys = [r["task_state"][key] for r in kept]
+            row_axes[0].plot([r["env_steps"] for r in kept], ys, lw=1, label=label)
+            row_axes[1].plot([r["wall_s"] / 60 for r in kept], ys, lw=1, label=label)
         last = rows[-1] if rows else {}
+        state = (training[-1].get("task_state") or {}) if training else {}
         print(f"{label}: " + ", ".join(f"{k} {last.get(k, float('nan')):.3f}" for k in measured) +
-              f" at {last.get('env_steps', 0):,} env steps, {last.get('wall_s', 0) / 60:.1f} min")
-    for row_axes, key in zip(axes, measured):
+              f" at {last.get('env_steps', 0):,} env steps, {last.get('wall_s', 0) / 60:.1f} min" +
+              "".join(f"; task_state.{k} {state[k]:.3f} at {training[-1]['env_steps']:,}" for k in states
+                      if k in state))
+    for row_axes, key in zip(axes, panels):
         row_axes[0].set_xlabel("env steps")
         row_axes[1].set_xlabel("wall clock, minutes (training + evaluations)")
         for ax in row_axes:
-            ax.set_ylabel(f"eval.{key}")
+            ax.set_ylabel(key)
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
