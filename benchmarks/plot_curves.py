@@ -17,12 +17,39 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+
+TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}")  # the run folder's name under runs_dir/experiment
 
 
 def load(run_dir: str) -> list:
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         return [json.loads(line) for line in f]
+
+
+def join_resumed(run_dirs: list) -> tuple:
+    """One run per experiment: the timestamped folders under one parent (runs_dir/experiment/<date>_<time>: a run and
+    its resumes, each resume in a folder of its own) joined in time order; a later piece's rows replace the earlier's
+    from its first iteration on (a resume from an older checkpoint repeats iterations). Any other folder is a run of
+    its own. Returns (labels, rows per run)."""
+    pieces: dict = {}
+    for run_dir in run_dirs:
+        path = os.path.abspath(run_dir.rstrip("/"))
+        key = os.path.dirname(path) if TIMESTAMP.fullmatch(os.path.basename(path)) else path
+        pieces.setdefault(key, []).append(run_dir)
+    labels, runs = [], []
+    for key, dirs in pieces.items():
+        parent = key if TIMESTAMP.fullmatch(os.path.basename(os.path.abspath(dirs[0].rstrip("/")))) else \
+            os.path.dirname(key)
+        rows: list = []
+        for run_dir in sorted(dirs, key=lambda d: os.path.basename(d.rstrip("/"))):
+            piece = load(run_dir)
+            if piece:
+                rows = [r for r in rows if r["iteration"] < piece[0]["iteration"]] + piece
+        labels.append(os.path.basename(parent))
+        runs.append(rows)
+    return labels, runs
 
 
 def main(out: str, run_dirs: list) -> None:
@@ -31,14 +58,13 @@ def main(out: str, run_dirs: list) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [load(d) for d in run_dirs]
+    labels, runs = join_resumed(run_dirs)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     curves = []
-    for run_dir, rows in zip(run_dirs, runs):
+    for label, rows in zip(labels, runs):
         xs = [r["iteration"] + 1 for r in rows]
         ys = [r["window_mean_return"] if r["window_mean_return"] is not None else float("nan") for r in rows]
         curves.append(ys)
-        label = os.path.basename(os.path.dirname(run_dir.rstrip("/"))) or run_dir
         ax.plot(xs, ys, lw=1, alpha=0.6, label=label)
         print(f"{label}: final {ys[-1]:.1f}, best {max(y for y in ys if y == y):.1f}, "
               f"{rows[-1]['env_steps']:,} env steps, {rows[-1]['wall_s']:.0f} s")
@@ -69,7 +95,7 @@ def main_eval(out: str, run_dirs: list) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [load(d) for d in run_dirs]
+    labels, runs = join_resumed(run_dirs)
     evaluations = [[r["eval"] for r in rows if "eval" in r] for rows in runs]
     measured = [k for k in evaluations[0][0] if k not in EVAL_BOOKKEEPING] if evaluations[0] else ["return_mean"]
     # the training envs' task state (AnymalTerrain: the curriculum's mean terrain level), every iteration: a row of
@@ -77,8 +103,7 @@ def main_eval(out: str, run_dirs: list) -> None:
     states = sorted(runs[0][-1].get("task_state") or {}) if runs[0] else []
     panels = [f"eval.{k}" for k in measured] + [f"task_state.{k}" for k in states]
     fig, axes = plt.subplots(len(panels), 2, figsize=(11, 3.6 * len(panels)), squeeze=False)
-    for run_dir, rows, training in zip(run_dirs, evaluations, runs):
-        label = os.path.basename(os.path.dirname(run_dir.rstrip("/"))) or run_dir
+    for label, rows, training in zip(labels, evaluations, runs):
         for row_axes, key in zip(axes, measured):
             ys = [r[key] for r in rows]
             row_axes[0].plot([r["env_steps"] for r in rows], ys, lw=1, marker=".", label=label)
