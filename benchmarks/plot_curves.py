@@ -3,7 +3,8 @@ episodes, lagged) against iteration, one line per run and their mean.
 
     python benchmarks/plot_curves.py OUT.png RUN_DIR [RUN_DIR ...]   (needs matplotlib)
 
-Prints, per run, the mean return at the last iteration and the best, and the same for the mean curve.
+Prints, per run, the mean return at the last iteration and the best, and the same for the mean curve. A run and its
+resumes (timestamped folders under one experiment: pass them all, e.g. runs/learning/exp_seed*/*/) are one curve.
 
 With --eval, the periodic evaluations instead (the rows' eval: each env's first episode from reset, unbiased, on
 fresh draws of the task's reset, commands included): the evaluation return and each measure the task reports beside
@@ -33,21 +34,19 @@ def join_resumed(run_dirs: list) -> tuple:
     its resumes, each resume in a folder of its own) joined in time order; a later piece's rows replace the earlier's
     from its first iteration on (a resume from an older checkpoint repeats iterations). Any other folder is a run of
     its own. Returns (labels, rows per run)."""
-    pieces: dict = {}
+    pieces: dict = {}  # run (its folder, or its experiment's) -> its folders
     for run_dir in run_dirs:
         path = os.path.abspath(run_dir.rstrip("/"))
-        key = os.path.dirname(path) if TIMESTAMP.fullmatch(os.path.basename(path)) else path
-        pieces.setdefault(key, []).append(run_dir)
+        run = os.path.dirname(path) if TIMESTAMP.fullmatch(os.path.basename(path)) else path
+        pieces.setdefault(run, []).append(path)
     labels, runs = [], []
-    for key, dirs in pieces.items():
-        parent = key if TIMESTAMP.fullmatch(os.path.basename(os.path.abspath(dirs[0].rstrip("/")))) else \
-            os.path.dirname(key)
+    for folders in pieces.values():
         rows: list = []
-        for run_dir in sorted(dirs, key=lambda d: os.path.basename(d.rstrip("/"))):
-            piece = load(run_dir)
+        for folder in sorted(folders):  # timestamps sort in time order
+            piece = load(folder)
             if piece:
                 rows = [r for r in rows if r["iteration"] < piece[0]["iteration"]] + piece
-        labels.append(os.path.basename(parent))
+        labels.append(os.path.basename(os.path.dirname(folders[0])))  # the experiment (as before: the parent's name)
         runs.append(rows)
     return labels, runs
 
