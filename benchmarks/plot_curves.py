@@ -4,7 +4,7 @@ episodes, lagged) against iteration, one line per run and their mean.
     python benchmarks/plot_curves.py OUT.png RUN_DIR [RUN_DIR ...]   (needs matplotlib)
 
 Prints, per run, the mean return at the last iteration and the best, and the same for the mean curve. A run and its
-resumes (timestamped folders under one experiment: pass them all, e.g. runs/learning/exp_seed*/*/) are one curve.
+resumes (each resume writes a folder of its own: pass them all, e.g. runs/learning/exp_seed*/*/) are one curve.
 
 With --eval, the periodic evaluations instead (the rows' eval: each env's first episode from reset, unbiased, on
 fresh draws of the task's reset, commands included): the evaluation return and each measure the task reports beside
@@ -18,37 +18,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 
-TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}")  # the run folder's name under runs_dir/experiment
+from isaac_ppo.lab.report.runs import join_resumed, load_run
 
 
-def load(run_dir: str) -> list:
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
-def join_resumed(run_dirs: list) -> tuple:
-    """One run per experiment: the timestamped folders under one parent (runs_dir/experiment/<date>_<time>: a run and
-    its resumes, each resume in a folder of its own) joined in time order; a later piece's rows replace the earlier's
-    from its first iteration on (a resume from an older checkpoint repeats iterations). Any other folder is a run of
-    its own. Returns (labels, rows per run)."""
-    pieces: dict = {}  # run (its folder, or its experiment's) -> its folders
-    for run_dir in run_dirs:
-        path = os.path.abspath(run_dir.rstrip("/"))
-        run = os.path.dirname(path) if TIMESTAMP.fullmatch(os.path.basename(path)) else path
-        pieces.setdefault(run, []).append(path)
-    labels, runs = [], []
-    for folders in pieces.values():
-        rows: list = []
-        for folder in sorted(folders):  # timestamps sort in time order
-            piece = load(folder)
-            if piece:
-                rows = [r for r in rows if r["iteration"] < piece[0]["iteration"]] + piece
-        labels.append(os.path.basename(os.path.dirname(folders[0])))  # the experiment (as before: the parent's name)
-        runs.append(rows)
-    return labels, runs
+def load(run_dirs: list) -> tuple:
+    """One run per resume chain (a run continued with resume= writes a folder of its own; the report's join follows
+    config.yaml's `resume`): (labels, rows per run), labelled by the experiment (the folder above the run's)."""
+    runs = join_resumed([load_run(d.rstrip("/")) for d in run_dirs])
+    return [os.path.basename(os.path.dirname(os.path.abspath(run.path))) for run in runs], [run.rows for run in runs]
 
 
 def main(out: str, run_dirs: list) -> None:
@@ -57,7 +36,7 @@ def main(out: str, run_dirs: list) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels, runs = join_resumed(run_dirs)
+    labels, runs = load(run_dirs)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     curves = []
     for label, rows in zip(labels, runs):
@@ -94,7 +73,7 @@ def main_eval(out: str, run_dirs: list) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels, runs = join_resumed(run_dirs)
+    labels, runs = load(run_dirs)
     evaluations = [[r["eval"] for r in rows if "eval" in r] for rows in runs]
     measured = [k for k in evaluations[0][0] if k not in EVAL_BOOKKEEPING] if evaluations[0] else ["return_mean"]
     # the training envs' task state (AnymalTerrain: the curriculum's mean terrain level), every iteration: a row of

@@ -1,5 +1,5 @@
-"""benchmarks/plot_curves.py: a run and its resume (each in a timestamped folder of its own under the experiment) are
-one curve; folders of other layouts stay runs of their own."""
+"""benchmarks/plot_curves.py: a run and its resume (each in a folder of its own, the resume's config.yaml naming the
+checkpoint it continues) are one curve; other runs stay runs of their own."""
 from __future__ import annotations
 
 import json
@@ -12,8 +12,12 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def write_rows(folder, iterations, evaluate_at=()):
-    os.makedirs(folder)
+def write_rows(folder, iterations, evaluate_at=(), resume=""):
+    os.makedirs(os.path.join(folder, ".hydra"))
+    with open(os.path.join(folder, ".hydra", "overrides.yaml"), "w") as f:
+        f.write("[]\n")
+    with open(os.path.join(folder, "config.yaml"), "w") as f:
+        f.write(f"seed: 0\nresume: '{resume}'\n")
     with open(os.path.join(folder, "metrics.jsonl"), "w") as f:
         for i in iterations:
             row = {"iteration": i, "env_steps": 100 * (i + 1), "wall_s": 10.0 * (i + 1), "num_envs": 10,
@@ -29,7 +33,8 @@ def test_a_resumed_run_is_one_curve_and_its_later_piece_wins(tmp_path, mode):
     pytest.importorskip("matplotlib")
     first, resumed = tmp_path / "exp_seed0" / "2026-11-28_00-51-49", tmp_path / "exp_seed0" / "2026-11-28_03-45-43"
     write_rows(str(first), range(0, 6), evaluate_at=(2,))
-    write_rows(str(resumed), range(4, 9), evaluate_at=(6,))  # resumed from iteration 4: its 4 and 5 replace the first's
+    # resumed from iteration 4: its 4 and 5 replace the first's
+    write_rows(str(resumed), range(4, 9), evaluate_at=(6,), resume=str(first / "checkpoints" / "last.pt"))
     other = tmp_path / "other" / "seed_1"
     write_rows(str(other), range(0, 3), evaluate_at=(1,))
     out = tmp_path / "curves.png"
