@@ -70,8 +70,9 @@ def test_software_rendering_skips_shadows_and_reflections(tmp_path):
     """OSMesa draws shadow maps and the floor's mirror image on the CPU (3.4x the time a frame on the terrain map):
     a recorder rendering in software switches both off, and they do show in a frame (so the switch is not a no-op)."""
     require_system(offscreen_gl_problem("osmesa"))
+    # (cwd: not the checkout, whose isaac_ppo/ folder would shadow the installed package under `python -c`)
     result = subprocess.run([sys.executable, "-c", SOFTWARE_RENDER, str(tmp_path / "ant.mp4")], capture_output=True,
-                            text=True, env=dict(os.environ, MUJOCO_GL="osmesa"), timeout=120)
+                            text=True, cwd=tmp_path, env=dict(os.environ, MUJOCO_GL="osmesa"), timeout=120)
     assert result.returncode == 0, result.stderr
     assert "off after a frame: 0 0" in result.stdout, result.stdout
     differ = int(result.stdout.split("pixels that differ: ")[1].split()[0])
