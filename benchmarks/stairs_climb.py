@@ -24,11 +24,6 @@ import torch
 STAIRS_PIT = [0, 0, 1, 0, 0]  # terrainProportions: every column the third kind (IsaacGymEnvs' stairs with negative steps)
 
 
-def step_height_m(level: int, levels: int) -> float:
-    """IsaacGymEnvs' stair step at a level (tasks/legged/terrain.py: 0.05 + 0.175 x difficulty)."""
-    return 0.05 + 0.175 * level / levels
-
-
 def main() -> None:
     from omegaconf import OmegaConf
 
@@ -36,6 +31,7 @@ def main() -> None:
     from isaac_ppo.io import checkpoint
     from isaac_ppo.loop.build import build_model
     from isaac_ppo.loop.evaluate import mean_action
+    from isaac_ppo.tasks.legged.terrain import stairs_step_m
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint")
@@ -78,7 +74,7 @@ def main() -> None:
     for level in range(levels):
         mine = env.levels == level
         rises = rise_m[mine].tolist()
-        step = step_height_m(level, levels)
+        step = stairs_step_m(level / levels)
         print(json.dumps({"level": level, "step_m": round(step, 4), "robots": int(mine.sum()),
                           "reached_top": int((farthest_m[mine] > half_cell_m).sum()),
                           "rise_m_median": round(statistics.median(rises), 3), "rise_m_max": round(max(rises), 3),

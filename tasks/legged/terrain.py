@@ -98,6 +98,11 @@ def discrete_obstacles(cells: int, height_m: float, rng: np.random.Generator, mi
     return heights
 
 
+def stairs_step_m(difficulty: float) -> float:
+    """A stairs cell's step height at a difficulty (level / numLevels), as IsaacGymEnvs' terrain builds it."""
+    return 0.05 + 0.175 * difficulty
+
+
 def curriculum_map(num_levels: int, num_terrains: int, proportions: Sequence[float], map_length_m: float,
                    map_width_m: float, seed: int) -> Tuple[np.ndarray, np.ndarray]:
     """IsaacGymEnvs' curriculum map: (heights, origins). heights: int16 height units, (rows, columns) of the
@@ -114,7 +119,7 @@ def curriculum_map(num_levels: int, num_terrains: int, proportions: Sequence[flo
     for j in range(num_terrains):
         for i in range(num_levels):
             difficulty, choice = i / num_levels, j / num_terrains
-            slope, step = 0.4 * difficulty, 0.05 + 0.175 * difficulty
+            slope, step = 0.4 * difficulty, stairs_step_m(difficulty)
             if choice < bounds[0]:
                 cell = pyramid_slope(cells, -slope if choice < 0.05 else slope)
             elif choice < bounds[1]:
