@@ -1,8 +1,13 @@
 """The PPO update: clipped surrogate, clipped value loss, entropy and bounds terms, learning-rate schedules.
 
 Follows rl-games' continuous PPO as IsaacGymEnvs configures it, with these choices:
-- observation and value normalisers are frozen during a rollout and its update, and absorb the batch after
-  the update, so the first minibatch's ratio is exactly 1 (rl-games moves them inside the update);
+- observation and value normalisers are frozen during a rollout and absorb its batch before the update (the
+  runner calls absorb_batch_statistics first), so the policy and critic the update trains are the ones that act
+  and bootstrap in the next rollout; the normalisers' shift is part of the step that the clip and the KL see (both
+  are against the behaviour policy), and the first minibatch's ratio is not exactly 1 (rl-games: the observation
+  normaliser moves during the first epoch, the value normaliser before the update). Absorbed after the update
+  instead, every rollout ran a policy shifted by normalisers it was never trained under: on BallBalance (8 epochs)
+  that held isaac-ppo 150-250 below rl-games (benchmarks/RESULTS.md, "BallBalance learning");
 - a fresh minibatch permutation every epoch (rsl_rl reuses one);
 - adaptive learning rate per minibatch from that minibatch's KL (rl-games' legacy schedule): above 2x the
   threshold lr /= 1.5, below half lr *= 1.5, within [1e-6, 1e-2];
@@ -144,7 +149,7 @@ class PPO:
 
     @torch.no_grad()
     def absorb_batch_statistics(self, buffer: RolloutBuffer) -> None:
-        """Fold the batch into the normalisers after the update, so rollout and update saw the same ones."""
+        """Fold the batch into the normalisers before the update (the value normaliser takes the returns)."""
         merge = self.comm.merge_moments  # every rank's batch, exactly
         if self.model.obs_norm is not None:
             self.model.obs_norm.update(buffer.obs.view(-1, buffer.obs.shape[-1]), merge)

@@ -2,8 +2,8 @@
 
 Every `diagnostics.interval_iterations` iterations (k % interval == 0) it samples `diagnostics.samples` states of the
 batch just learned from, on its own random generator (the training streams are never drawn from, so a run
-with diagnostics ends with the parameters of a run without them), and measures after the update, before the
-normalisers absorb the batch (so it sees the normalisers the update used). With `diagnostics.probe_set=PATH`
+with diagnostics ends with the parameters of a run without them), and measures after the update, with the
+normalisers the update used (they absorb the batch before it). With `diagnostics.probe_set=PATH`
 (diagnostics/probe_set.py) the activations and the policy are measured on that fixed set of observations
 instead, the same inputs for every run of a comparison; the ESS stays on the batch's sample (it needs the
 behaviour policy's actions):

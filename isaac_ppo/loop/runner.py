@@ -119,13 +119,15 @@ class Runner:
         buffer.compute_gae(batch.info["last_values"], self.cfg.agent.gamma, self.cfg.agent.lam)
         self.batches.before_update(k, batch, lambda: self._plan_ahead(k + 1, self.env_steps + steps))
         torch.set_num_threads(self.update_threads)
+        # the normalisers take the batch before the update, so that the policy and critic it trains are the ones
+        # that act and bootstrap next (folded in afterwards, every rollout ran an untrained shift: ppo.py)
+        self.ppo.absorb_batch_statistics(buffer)
         self.ppo.grad_observer = self.probe.arm(k)
         stats = self.ppo.update(buffer, plan, stale=staleness > 0)
         self.ppo.grad_observer = None
         t_probe = time.perf_counter()
         diag = self.probe.measure(k, buffer)  # {} unless due; sees the normalisers the update used
         probe_s = time.perf_counter() - t_probe
-        self.ppo.absorb_batch_statistics(buffer)
         self._check_learner_finite(k)
         t2 = time.perf_counter()
         evaluation = self.evaluator.when_due(self.model, self.env_steps, steps, k, self.wall_s + t2 - t0)  # (apart)

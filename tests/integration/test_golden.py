@@ -25,6 +25,10 @@ moved to RK4 (issue 21: a policy trained under implicit learned to exploit impli
 changed, so every value did (the old file still matched the code before that commit on this Intel Xeon). And
 again when the Ant port moved to RK4 at one 1/60 s step a control step with a declared floor (issue 44: the same
 soundness at 0.6x the physics): every value changed (no learner code had since the last write; CI was green).
+And again when the normalisers moved to absorb the batch before the update, not after it (issue 47, 2026-11-28:
+BallBalance's gap to rl-games): every learner value changed (iteration 0's first update now takes the normaliser's
+jump from its initial statistics: KL 0.031, the adaptive rate down to its floor); the old file matched the code
+before that change on the machine that wrote the new one (an Intel Xeon with AVX-512, no AMX).
 """
 from __future__ import annotations
 

@@ -339,3 +339,29 @@ def test_periodic_and_final_evaluation_land_in_rows_tensorboard_summary_and_best
     _train(tmp_path / "plain", "max_iterations=4", "eval.interval_env_steps=0", "eval.final=false")
     for with_eval, without in zip(rows, _rows(tmp_path / "plain")):
         assert with_eval["actor_loss"] == without["actor_loss"] and with_eval["kl"] == without["kl"]
+
+
+@pytest.mark.parametrize("scheduler", ["fixed", "concurrent"])
+def test_the_update_trains_under_normalisers_that_already_hold_its_batch(tmp_path, monkeypatch, scheduler):
+    """The observation and value normalisers fold the batch in before the update, so the policy and critic it
+    trains are the ones that act next (folded in after it, every rollout ran a policy shifted by statistics it was
+    never trained under: BallBalance, benchmarks/RESULTS.md). Seen from inside the update: the normalisers' sample
+    count already includes this batch, and after it nothing changes them until the next update."""
+    from isaac_ppo.agent.ppo import PPO
+
+    seen = []
+    real_update = PPO.update
+
+    def watched(self, buffer, plan, stale=False):
+        model = self.model
+        seen.append((float(model.obs_norm.count), float(model.value_norm.count), plan.batch_size))
+        return real_update(self, buffer, plan, stale)
+
+    monkeypatch.setattr(PPO, "update", watched)
+    _, _, runner, _ = _train(tmp_path, "max_iterations=3", "scheduler=" + scheduler)
+    counts = [(obs, value) for obs, value, _ in seen]
+    batch = seen[0][2]
+    # (the count starts at RunningMeanStd's epsilon, 1e-5)
+    assert [round(obs) for obs, _ in counts] == [batch, 2 * batch, 3 * batch]
+    assert [round(value) for _, value in counts] == [batch, 2 * batch, 3 * batch]
+    assert round(float(runner.model.obs_norm.count)) == 3 * batch  # nothing folded in after the last update
