@@ -119,9 +119,7 @@ class Runner:
         buffer.compute_gae(batch.info["last_values"], self.cfg.agent.gamma, self.cfg.agent.lam)
         self.batches.before_update(k, batch, lambda: self._plan_ahead(k + 1, self.env_steps + steps))
         torch.set_num_threads(self.update_threads)
-        # the normalisers take the batch before the update, so that the policy and critic it trains are the ones
-        # that act and bootstrap next (folded in afterwards, every rollout ran an untrained shift: ppo.py)
-        self.ppo.absorb_batch_statistics(buffer)
+        self.ppo.absorb_batch_statistics(buffer)  # before the update: it trains the policy that acts next (ppo.py)
         self.ppo.grad_observer = self.probe.arm(k)
         stats = self.ppo.update(buffer, plan, stale=staleness > 0)
         self.ppo.grad_observer = None
