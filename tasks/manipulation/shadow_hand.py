@@ -31,7 +31,7 @@ import torch
 
 from isaac_ppo.tasks.base import MujocoTask, Selection
 from isaac_ppo.tasks.legged.common import rotate
-from isaac_ppo.tasks.manipulation.kinematics import Kinematics
+from isaac_ppo.tasks.manipulation.kinematics import Kinematics, quat_mul
 
 FINGERTIPS = ("robot0:ffdistal", "robot0:mfdistal", "robot0:rfdistal", "robot0:lfdistal", "robot0:thdistal")
 SENSOR_SITES = ("ff", "mf", "rf", "lf", "th")
@@ -40,14 +40,6 @@ GOAL_POSITION = (0.0, -0.39, 0.56)  # the goal's position for the reward: the st
 VELOCITY_SCALE, FORCE_SCALE = 0.2, 10.0
 OBS_SIZES = {"openai": 42, "full_no_vel": 77, "full": 157, "full_state": 211}
 HAND_DOFS = 24
-
-
-def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Products of (x, y, z, w) quaternions."""
-    ax, ay, az, aw = a.unbind(-1)
-    bx, by, bz, bw = b.unbind(-1)
-    return torch.stack((aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
-                        aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz), dim=-1)
 
 
 def quat_conjugate(q: torch.Tensor) -> torch.Tensor:
@@ -65,16 +57,6 @@ def random_rotation(u0: torch.Tensor, u1: torch.Tensor) -> torch.Tensor:
     x = torch.tensor([1.0, 0.0, 0.0], device=u0.device).expand(len(u0), 3)
     y = torch.tensor([0.0, 1.0, 0.0], device=u0.device).expand(len(u0), 3)
     return quat_mul(axis_angle_quat(u0 * math.pi, x), axis_angle_quat(u1 * math.pi, y))
-
-
-def matrix_to_xyzw(rot: torch.Tensor) -> torch.Tensor:
-    """Rotation matrices (n, 3, 3) to (x, y, z, w) quaternions, w >= 0."""
-    m00, m11, m22 = rot[:, 0, 0], rot[:, 1, 1], rot[:, 2, 2]
-    w = 0.5 * torch.sqrt(torch.clamp(1 + m00 + m11 + m22, min=1e-12))
-    x = 0.5 * torch.sqrt(torch.clamp(1 + m00 - m11 - m22, min=0)) * torch.sign(rot[:, 2, 1] - rot[:, 1, 2])
-    y = 0.5 * torch.sqrt(torch.clamp(1 - m00 + m11 - m22, min=0)) * torch.sign(rot[:, 0, 2] - rot[:, 2, 0])
-    z = 0.5 * torch.sqrt(torch.clamp(1 - m00 - m11 + m22, min=0)) * torch.sign(rot[:, 1, 0] - rot[:, 0, 1])
-    return torch.stack((x, y, z, w), dim=1)
 
 
 class ShadowHand(MujocoTask):
@@ -141,13 +123,13 @@ class ShadowHand(MujocoTask):
                 "angvel": angular}
 
     def fingertips(self, sel: Selection) -> torch.Tensor:
-        """(envs, 5, 13): each distal body's position, (x, y, z, w) quaternion, linear velocity of its origin and
-        angular velocity, world frame."""
+        """(envs, 5, 13): each distal body's position, (x, y, z, w) quaternion (composed along the finger, as
+        MuJoCo's xquat), linear velocity of its origin and angular velocity, world frame."""
         states = self.kinematics.states(self.qpos[sel], self.qvel[sel])
         rows = []
         for name in FINGERTIPS:
-            pos, rot, lin, ang = states[name]
-            rows.append(torch.cat((pos, matrix_to_xyzw(rot), lin, ang), dim=1))
+            pos, _, quat, lin, ang = states[name]
+            rows.append(torch.cat((pos, quat, lin, ang), dim=1))
         return torch.stack(rows, dim=1)
 
     # ----------------------------------------------------------------------------------------------
