@@ -11,8 +11,7 @@ checks is that each command and its selection hold (a selection that matches not
 
 Anymal (issue 45) is in every step that lists tasks: the contract and equivalence cases (--mjwarp-all-models),
 bench_sim at 4,096 and 16,384 envs and memory (the registry's tasks after Cartpole), and a short training,
-bench_train_Anymal_4096 (IsaacGymEnvs' 4,096 envs x 24 steps, 5 iterations), last, so that the deadline, if it
-bites, cuts it and not a step the kit had before (run.sh proof --rerun runs it again). What Anymal adds, measured on
+bench_train_Anymal_4096 (IsaacGymEnvs' 4,096 envs x 24 steps, 5 iterations). What Anymal adds, measured on
 an H100 (2026-11-26, benchmarks/RESULTS.md "GPU kit"): bench_sim 14.1 s and 16.0 s, memory ~10 s of its 29.6 s,
 bench_train_Anymal_4096 19.0 s, and its contract and equivalence cases; the whole proof took 426 s of its 480-s
 deadline with four tasks. With BallBalance (issue 47) the steps took ~630 s (the third proof: 478 s for 15, the
@@ -22,8 +21,15 @@ FrankaCabinet (issue 47) are in the same steps (contract, equivalence, bench_sim
 The fourth proof (2026-11-27, with AnymalTerrain, without FrankaCabinet): 536 s for 19 steps, the deadline cut
 memory and bench_train_Anymal_4096 (72 s on their rerun); 680 s of the 900 held in all. FrankaCabinet adds its
 cases and benches: expect one rerun call. ShadowHand (issue 47, 8 physics steps a control step) is in the same
-steps too: expect ~700 s of steps in all, the proof and one `run.sh proof --rerun`; its kernels (tendons, force and
-torque sensors, a mocap body) are new to the cache. pack.py compiles every registered task's kernels (its tarball is named by
+steps too; its kernels (tendons, force and torque sensors, a mocap body) are new to the cache.
+
+The fifth proof (2026-11-28, an H200, seven tasks): the steps as then ordered needed ~900 s (contract 141 s and
+equivalence 149 s in one pytest process; 540 s for 14 steps, 212 s of the rerun for 7 more, 4 never run): more than
+the 900 s lease. So the pytest steps now spread over PYTEST_WORKERS processes, the memory step gives each task 90 s
+(FrankaCabinet's 16,384 envs take ~45 s to build), and the steps run in order of what they prove: the checks, every
+task's bench_sim at 4,096, the trainings, resume and memory, bench_train_Anymal_4096, and last every task's
+bench_sim at 16,384 (figures each proof has measured alike: the deadline cuts them first, and the rerun takes them).
+pack.py compiles every registered task's kernels (its tarball is named by
 the models' fingerprint, so a new task recompiles); a kernel missing from the carried cache is compiled on the node
 by the first step that needs it (the Ant's took 87 s from an empty cache). run.sh calls this; it assumes the
 package, MuJoCo, MuJoCo Warp and Hydra importable (installed by the kit, or by pip on a node with network).
@@ -43,6 +49,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 DEADLINE_S = 540  # (the call that runs it also takes the last transfer: at most 600 s a call)
+PYTEST_WORKERS = 4  # (the fifth proof: contract 141 s and equivalence 149 s in one process, 7 tasks)
 
 MEMORY = r"""
 import json, sys, torch
@@ -164,9 +171,13 @@ class Proof:
         return figures
 
     def pytest(self, name: str, args: list, limit: float) -> None:
-        """A pytest selection as one step; in a dry run collected, not run (the module's docstring)."""
+        """A pytest selection as one step; in a dry run collected, not run (the module's docstring). On the GPU
+        node with pytest-xdist, in PYTEST_WORKERS processes dealt test by test (--dist load, not the suite's
+        loadgroup, which keeps every mjwarp test on one worker so that a CPU compiles the kernels once: here they
+        come compiled, and most of a step's time is each task's env being built, which overlaps across workers)."""
         collect = ["--collect-only"] if self.dry else []
-        done = self.run(name, [PY, "-m", "pytest", *args, *collect, "-q", "-p", "no:cacheprovider",
+        spread = ["-n", str(PYTEST_WORKERS), "--dist", "load"] if not self.dry and _has("xdist") else []
+        done = self.run(name, [PY, "-m", "pytest", *args, *collect, *spread, "-q", "-p", "no:cacheprovider",
                                f"--mjwarp-device={self.device}"], limit, {"ISAAC_PPO_REQUIRE_SYSTEM": "1"})
         if self.dry:
             found = re.search(r"(\d+)(?:/\d+)? tests? collected", done["stdout"])
@@ -208,12 +219,13 @@ class Proof:
         out.append(("equivalence", lambda: self.pytest("equivalence", ["tests/integration/test_mjwarp.py", "-k",
                                                                        "match" + (" and Cartpole" if self.dry else ""),
                                                                        *models], 150)))
-        for task in tasks:
-            for n in sizes:
-                name = f"bench_sim_{task}_{n}"
-                out.append((name, lambda name=name, task=task, n=n: self.command(
-                    name, bench + ["sim", f"task={task}", f"num_envs={n}", "steps=20" if self.dry else "steps=200",
-                                   "sim=mjwarp", f"device={self.device}", "raw=true"], 90)))
+        def bench_sim(task: str, n: int) -> tuple:
+            name = f"bench_sim_{task}_{n}"
+            return (name, lambda: self.command(name, bench + [
+                "sim", f"task={task}", f"num_envs={n}", "steps=20" if self.dry else "steps=200", "sim=mjwarp",
+                f"device={self.device}", "raw=true"], 90))
+
+        out.extend(bench_sim(task, sizes[0]) for task in tasks)
         for n in ([train_envs] if self.dry else [train_envs, 16384]):  # end to end, against the 1M env steps/s goal
             name = f"bench_train_{train_task}_{n}"
             out.append((name, lambda name=name, n=n: self.command(name, bench + [
@@ -228,9 +240,10 @@ class Proof:
             "tests/integration/test_loop_in_process.py", "-k",
             "test_resume_continues_exactly and " + ("fixed and mjwarp and cpu" if self.dry else "cuda")], 150)))
         out.append(("memory", lambda: self.memory(tasks, sizes if self.dry else [1024, 4096, 16384])))
-        if not self.dry and "Anymal" in TASKS:  # (last: see the module's docstring)
+        if not self.dry and "Anymal" in TASKS:
             out.append(("bench_train_Anymal_4096", lambda: self.command("bench_train_Anymal_4096", bench + [
                 "train", "task=Anymal", "sim=mjwarp", f"device={self.device}", "num_envs=4096", "iterations=5"], 120)))
+        out.extend(bench_sim(task, n) for n in sizes[1:] for task in tasks)  # (last: see the module's docstring)
         return out
 
     def kernels(self, argv: list) -> None:
@@ -278,7 +291,7 @@ class Proof:
         t0 = time.monotonic()
         figures, failed = {}, []
         for task in tasks:
-            done = self.run(f"memory {task}", [PY, "-c", MEMORY, task, self.device, ",".join(map(str, sizes))], 60)
+            done = self.run(f"memory {task}", [PY, "-c", MEMORY, task, self.device, ",".join(map(str, sizes))], 90)
             try:
                 figures[task] = json.loads(done["stdout"].strip().splitlines()[-1])
             except (ValueError, IndexError):
@@ -307,6 +320,12 @@ def _cache_files(cache: Path) -> dict:
             elif path.suffix == ".o":
                 counts["cpu"] += 1
     return counts
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def _last_line(text: str) -> str:

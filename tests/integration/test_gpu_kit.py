@@ -142,11 +142,11 @@ def test_the_proof_covers_the_cuda_path_for_every_task_after_cartpole(tmp_path):
 
     proof = load("proof").Proof(tmp_path, dry=False, deadline_s=540)
     names = [name for name, _ in proof.steps()]
-    expected = ["environment", "kernels", "contract", "equivalence"] + [
-        f"bench_sim_{t}_{n}" for t in TASKS if t != "Cartpole" for n in (4096, 16384)] + [
+    tasks = [t for t in TASKS if t != "Cartpole"]
+    expected = ["environment", "kernels", "contract", "equivalence"] + [f"bench_sim_{t}_4096" for t in tasks] + [
         "bench_train_Ant_4096", "bench_train_Ant_16384", "mujoco_cuda_learner", "mixed_precision_resume",
-        "resume_exact", "memory", "bench_train_Anymal_4096"]
-    assert names == expected
+        "resume_exact", "memory", "bench_train_Anymal_4096"] + [f"bench_sim_{t}_16384" for t in tasks]
+    assert names == expected  # (the figures every proof measured alike last, where the deadline cuts first)
     assert proof.device == "cuda" and load("proof").DEADLINE_S == kit.PROOF_S
 
 
