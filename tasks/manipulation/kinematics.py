@@ -25,6 +25,12 @@ def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                         aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz), dim=-1)
 
 
+def axis_angle_quat(angle: torch.Tensor, axis: torch.Tensor) -> torch.Tensor:
+    """(x, y, z, w) quaternions of turns by angle (n,) about a unit axis ((3,) or (n, 3))."""
+    half = 0.5 * angle[:, None]
+    return torch.cat((axis * torch.sin(half), torch.cos(half)), dim=-1)
+
+
 def rotation_matrix(quat_wxyz: Sequence[float]) -> np.ndarray:
     w, x, y, z = (float(v) for v in quat_wxyz)
     return np.array([
@@ -100,8 +106,7 @@ class Kinematics:
                 if is_hinge:  # Rodrigues: I + sin K + (1 - cos) K^2
                     sin, versin = torch.sin(value)[:, None, None], (1 - torch.cos(value))[:, None, None]
                     rot = rot @ (eye + sin * cross + versin * cross2)
-                    half = 0.5 * value[:, None]
-                    quat = quat_mul(quat, torch.cat((axis * torch.sin(half), torch.cos(half)), dim=1))
+                    quat = quat_mul(quat, axis_angle_quat(value, axis))
                     if v is not None:
                         ang = ang + axis_world * v[:, dof, None]
                 else:

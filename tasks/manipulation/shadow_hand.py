@@ -31,7 +31,7 @@ import torch
 
 from isaac_ppo.tasks.base import MujocoTask, Selection
 from isaac_ppo.tasks.legged.common import rotate
-from isaac_ppo.tasks.manipulation.kinematics import Kinematics, quat_mul
+from isaac_ppo.tasks.manipulation.kinematics import Kinematics, axis_angle_quat, quat_mul
 
 FINGERTIPS = ("robot0:ffdistal", "robot0:mfdistal", "robot0:rfdistal", "robot0:lfdistal", "robot0:thdistal")
 SENSOR_SITES = ("ff", "mf", "rf", "lf", "th")
@@ -44,11 +44,6 @@ HAND_DOFS = 24
 
 def quat_conjugate(q: torch.Tensor) -> torch.Tensor:
     return torch.cat((-q[..., :3], q[..., 3:]), dim=-1)
-
-
-def axis_angle_quat(angle: torch.Tensor, axis: torch.Tensor) -> torch.Tensor:
-    half = 0.5 * angle[:, None]
-    return torch.cat((axis * torch.sin(half), torch.cos(half)), dim=-1)
 
 
 def random_rotation(u0: torch.Tensor, u1: torch.Tensor) -> torch.Tensor:
