@@ -8,7 +8,10 @@ forty runs is carried in git as one file of ~1.5 MB instead of ~300 files of ~10
 
 Written deterministically (members in name order, mtime 0, no owner): the same runs give the same bytes. Written
 atomically: a new pack is written beside the old one under a temporary name and renamed over it, so a pack is
-never half-written (a failure leaves the previous pack as it was).
+never half-written (a failure leaves the previous pack as it was). Added to under a lock: `add` reads, extends and
+rewrites the pack holding an exclusive lock on its folder, so two study processes on one machine (one a core, with
+seeds= or arms= apart) that finish runs at the same moment both land, instead of the later write dropping the run
+the earlier one added.
 
 Read as a folder: `unpacked(pack)` extracts it once per process into a temporary folder (removed at exit; extracted
 again when the pack changes), and `shown(path)` names a path in that folder as the pack's folder NAME/<arm>/...
@@ -17,13 +20,19 @@ would be named, so a report lists the same run folders from a pack as from the f
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import os
 import shutil
 import sys
 import tarfile
 import tempfile
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+try:
+    import fcntl  # POSIX; elsewhere (Windows) `add` goes unlocked: one study process at a time there
+except ImportError:  # pragma: no cover
+    fcntl = None
 
 SUFFIX = ".tar.xz"
 # what an archived run leaves out: checkpoints, TensorBoard files, videos (large, and nothing a report reads) and
@@ -107,9 +116,28 @@ def add(pack: str, prefix: str, folder: str) -> None:
     """Put `folder`'s files (less NOT_ARCHIVED) into the pack under prefix/ (e.g. arm/seed_0), replacing what the
     pack held there; the rest of the pack is kept. One atomic write (see write)."""
     prefix = prefix.strip("/")
-    files = {name: data for name, data in read(pack).items() if not name.startswith(prefix + "/")}
-    files.update({f"{prefix}/{name}": data for name, data in folder_files(folder).items()})
-    write(pack, files)
+    added = {f"{prefix}/{name}": data for name, data in folder_files(folder).items()}
+    with locked(pack):  # the read and the write as one step against another process's add
+        files = {name: data for name, data in read(pack).items() if not name.startswith(prefix + "/")}
+        files.update(added)
+        write(pack, files)
+
+
+@contextlib.contextmanager
+def locked(pack: str) -> Iterator[None]:
+    """An exclusive lock on the folder that holds the pack (flock on the folder itself: no lock file is left
+    beside a pack carried in git), held for the block; another process's `add` to a pack there waits for it."""
+    folder = os.path.dirname(os.path.abspath(pack))
+    os.makedirs(folder, exist_ok=True)
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # (closing the last descriptor releases the lock)
 
 
 def unpacked(pack: str) -> str:

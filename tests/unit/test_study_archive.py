@@ -5,7 +5,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 import tarfile
+import time
 
 import pytest
 
@@ -111,6 +114,26 @@ def test_writing_a_pack_is_atomic_a_failure_leaves_the_previous_pack(tmp_path, m
     monkeypatch.undo()
     assert open(pack, "rb").read() == old_bytes and archive.read(pack) == before
     assert os.listdir(tmp_path) == ["runs.tar.xz"]  # no temporary file left behind
+
+
+def test_an_add_waits_for_another_process_holding_the_pack_so_neither_run_is_lost(tmp_path):
+    # two study processes (one a core) finishing runs at once: each reads the pack, adds its run and rewrites it;
+    # unlocked, the later write drops the run the earlier one added. Here this process holds the lock, as an add
+    # between its read and its write would, while another process adds seed_1
+    pack = str(tmp_path / "runs.tar.xz")
+    finished_run(str(tmp_path / "seed_1"), 1)
+    child = f"from isaac_ppo.lab import archive; archive.add({pack!r}, 'arm/seed_1', {str(tmp_path / 'seed_1')!r})"
+    with archive.locked(pack):
+        files = archive.read(pack)
+        adder = subprocess.Popen([sys.executable, "-c", child])
+        time.sleep(1.5)  # ample for the child to start and, unlocked, to write its pack
+        assert adder.poll() is None and not os.path.exists(pack)  # it waits: nothing written under the lock
+        files["arm/seed_0/metrics.jsonl"] = b"{}\n"
+        archive.write(pack, files)
+    assert adder.wait(timeout=60) == 0
+    names = set(archive.read(pack))
+    assert "arm/seed_0/metrics.jsonl" in names and f"arm/seed_1/{DONE}" in names  # both runs, none lost
+    assert sorted(os.listdir(tmp_path)) == ["runs.tar.xz", "seed_1"]  # and no lock file beside the pack
 
 
 def test_a_member_that_leaves_its_folder_is_refused(tmp_path):
