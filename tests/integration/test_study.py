@@ -137,6 +137,8 @@ def test_a_study_runs_is_stopped_and_killed_resumes_in_place_and_reports(tmp_pat
     assert table.splitlines()[2].endswith(f"| {overall} |")  # the claims table: one verdict per claim
     assert "| untested | more epochs overfit |  | not tested in this study: no arm varies the epochs |" in table
     assert "](compare.png)" in table and (out / "compare.png").read_bytes()[:4] == b"\x89PNG"  # the claims' figure
+    # and a panel a claim, the curves behind each verdict
+    assert "](claim_curves.png)" in table and (out / "claim_curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -215,3 +215,32 @@ def test_a_comparison_the_report_cannot_make_is_refused_in_one_line(spec, fragme
     with pytest.raises(UserError) as refused:
         _check_comparisons(study, "cfg/study/s.yaml")
     assert fragment in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_each_claim_gets_a_panel_of_the_arms_it_compares_its_auc_line_folded_in(tmp_path):
+    from isaac_ppo.lab.report.compare import claim_arms, plot_claim_curves
+
+    comparisons = [
+        {"claim": "4", "a": "base", "b": "epochs8"}, {"claim": "4", "a": "epochs8_2n", "b": "epochs8"},
+        {"claim": "4 (AUC)", "a": "base", "b": "epochs8"},
+        {"claim": "5", "a": ["sep_hi", "sep_lo"], "b": ["shared_hi", "shared_lo"]},  # an interaction: four arms
+        {"claim": "6 (AUC)", "a": "lr_hi", "b": "base"},  # an AUC line with no plain line keeps its own panel
+    ]
+    assert claim_arms(comparisons) == {"4": ["base", "epochs8", "epochs8_2n"],
+                                       "5": ["sep_hi", "sep_lo", "shared_hi", "shared_lo"], "6": ["lr_hi", "base"]}
+
+    def run(arm, seed, returns):
+        folder = tmp_path / arm / f"seed_{seed}"
+        folder.mkdir(parents=True)
+        rows = [{"iteration": i, "env_steps": 100 * (i + 1), "eval": {"return_mean": r}}
+                for i, r in enumerate(returns)]
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        return str(folder)
+
+    runs = {"base": [run("base", s, (1.0, 2.0)) for s in (0, 1)], "epochs8": [run("epochs8", 0, (1.0, 3.0))]}
+    path = plot_claim_curves(runs, comparisons, str(tmp_path / "claim_curves.png"))
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    # a study whose claims' arms have no evaluation yet draws nothing
+    assert plot_claim_curves({}, comparisons, str(tmp_path / "none.png")) is None
+    assert not (tmp_path / "none.png").exists()
