@@ -218,7 +218,7 @@ def test_a_comparison_the_report_cannot_make_is_refused_in_one_line(spec, fragme
 
 
 def test_each_claim_gets_a_panel_of_the_arms_it_compares_its_auc_line_folded_in(tmp_path):
-    from isaac_ppo.lab.report.compare import claim_arms, plot_claim_curves
+    from isaac_ppo.lab.report.claim_curves import claim_arms, plot_claim_curves
 
     comparisons = [
         {"claim": "4", "a": "base", "b": "epochs8"}, {"claim": "4", "a": "epochs8_2n", "b": "epochs8"},
