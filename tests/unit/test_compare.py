@@ -218,7 +218,8 @@ def test_a_comparison_the_report_cannot_make_is_refused_in_one_line(spec, fragme
 
 
 def test_each_claim_gets_a_panel_of_the_arms_it_compares_its_auc_line_folded_in(tmp_path):
-    from isaac_ppo.lab.report.claim_curves import claim_arms, plot_claim_curves
+    from isaac_ppo.lab.report.claim_curves import plot_claim_curves
+    from isaac_ppo.lab.report.compare import claim_arms
 
     comparisons = [
         {"claim": "4", "a": "base", "b": "epochs8"}, {"claim": "4", "a": "epochs8_2n", "b": "epochs8"},
@@ -238,9 +239,9 @@ def test_each_claim_gets_a_panel_of_the_arms_it_compares_its_auc_line_folded_in(
         return str(folder)
 
     runs = {"base": [run("base", s, (1.0, 2.0)) for s in (0, 1)], "epochs8": [run("epochs8", 0, (1.0, 3.0))]}
-    path = plot_claim_curves(runs, comparisons, str(tmp_path / "claim_curves.png"))
+    path = plot_claim_curves(runs, claim_arms(comparisons), str(tmp_path / "claim_curves.png"))
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     # a study whose claims' arms have no evaluation yet draws nothing
-    assert plot_claim_curves({}, comparisons, str(tmp_path / "none.png")) is None
+    assert plot_claim_curves({}, claim_arms(comparisons), str(tmp_path / "none.png")) is None
     assert not (tmp_path / "none.png").exists()

@@ -7,39 +7,27 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import numpy as np
 
-from isaac_ppo.lab.report.clock import evaluations
+from isaac_ppo.lab.report.clock import eval_curve
 from isaac_ppo.lab.watch import read_rows
 
-AUC_SUFFIX = " (AUC)"  # a claim's second line on the area under the curve ("4 (AUC)"): the same arms as "4"
 
-
-def claim_arms(comparisons: Sequence[Dict[str, Any]]) -> Dict[str, List[str]]:
-    """Each claim -> the arms its comparisons name (an interaction's four included), in the order first named; a
-    claim's AUC line is folded into the claim it repeats."""
-    arms: Dict[str, List[str]] = {}
-    for c in comparisons:
-        claim = c["claim"][:-len(AUC_SUFFIX)] if c["claim"].endswith(AUC_SUFFIX) else c["claim"]
-        named = arms.setdefault(claim, [])
-        named += [arm for arm in _arms(c["a"]) + _arms(c["b"]) if arm not in named]
-    return arms
-
-
-def plot_claim_curves(runs: Dict[str, List[str]], comparisons: Sequence[Dict[str, Any]],
+def plot_claim_curves(runs: Dict[str, List[str]], arms_of_claim: Dict[str, List[str]],
                       path: str) -> Optional[str]:
     """claim_curves.png: one panel a claim, the evaluation return of the arms it compares against env steps (each
     seed thin, the median of the seeds bold at the env steps where all of them evaluated), so that every verdict
     can be read off the curves behind it, which a study's all-arm figure of a dozen arms does not allow. None when
-    no claim has an arm with an evaluation."""
+    no claim has an arm with an evaluation. arms_of_claim: compare.claim_arms."""
     panels = {}
-    for claim, arms in claim_arms(comparisons).items():
-        curves = {arm: [_eval_curve(os.path.join(f, "metrics.jsonl")) for f in runs.get(arm, [])] for arm in arms}
-        curves = {arm: [c for c in of_arm if c] for arm, of_arm in curves.items()}
-        if any(curves.values()):
-            panels[claim] = {arm: of_arm for arm, of_arm in curves.items() if of_arm}
+    for claim, arms in arms_of_claim.items():
+        of_runs = {arm: [eval_curve(read_rows(os.path.join(f, "metrics.jsonl"))) for f in runs.get(arm, [])]
+                   for arm in arms}
+        curves = {arm: [c for c in of_arm if c] for arm, of_arm in of_runs.items() if any(of_arm)}
+        if curves:
+            panels[claim] = curves
     if not panels:
         return None
     import matplotlib
@@ -71,12 +59,3 @@ def plot_claim_curves(runs: Dict[str, List[str]], comparisons: Sequence[Dict[str
     plt.close(figure)
     return path
 
-
-def _arms(side: Any) -> List[str]:
-    """A comparison's side: one arm, or [HI, LO] for an interaction (as compare.arm_names)."""
-    return list(side) if isinstance(side, (list, tuple)) else [side]
-
-
-def _eval_curve(rows_path: str) -> Dict[int, float]:
-    """env steps -> evaluation return of a run's periodic evaluations."""
-    return {steps: value for _, steps, value in evaluations(read_rows(rows_path))}

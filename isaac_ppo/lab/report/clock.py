@@ -37,6 +37,11 @@ def evaluations(rows: Sequence[Dict[str, Any]]) -> List[Tuple[float, int, float]
     return points
 
 
+def eval_curve(rows: Sequence[Dict[str, Any]]) -> Dict[int, float]:
+    """env steps -> evaluation return_mean of every periodic evaluation."""
+    return {steps: value for _, steps, value in evaluations(rows)}
+
+
 def bootstrap_median_ci(values: Sequence[float], reps: int = 10000, seed: int = 0) -> Tuple[float, float]:
     """95% percentile-bootstrap CI of the median (inf entries: not reached)."""
     rng = random.Random(seed)

@@ -37,7 +37,7 @@ import numpy as np
 
 from isaac_ppo.lab.report.audit import ADAPTIVE_STRESS, stress_share
 from isaac_ppo.lab.report.claim_curves import plot_claim_curves
-from isaac_ppo.lab.report.clock import evaluations
+from isaac_ppo.lab.report.clock import eval_curve
 from isaac_ppo.lab.watch import read_rows
 
 EXPECT = ("greater", "less")
@@ -54,11 +54,6 @@ def final_return(folder: str) -> Optional[float]:
             return float(final["return_mean"])
     evals = eval_curve(read_rows(os.path.join(folder, "metrics.jsonl")))
     return evals[max(evals)] if evals else None
-
-
-def eval_curve(rows: Sequence[Dict[str, Any]]) -> Dict[int, float]:
-    """env steps -> evaluation return_mean of every periodic evaluation."""
-    return {steps: value for _, steps, value in evaluations(rows)}
 
 
 def run_values(folders: Sequence[str], metric: str, grid: Sequence[int]) -> List[float]:
@@ -164,6 +159,20 @@ def bootstrap_interaction(values: Sequence[Sequence[float]], reps: int = 10000,
 def arm_names(side: Any) -> List[str]:
     """A comparison's side: one arm, or [HI, LO] for an interaction."""
     return list(side) if isinstance(side, (list, tuple)) else [side]
+
+
+AUC_SUFFIX = " (AUC)"  # a claim's second line on the area under the curve ("4 (AUC)"): the same arms as "4"
+
+
+def claim_arms(comparisons: Sequence[Dict[str, Any]]) -> Dict[str, List[str]]:
+    """Each claim -> the arms its comparisons name (an interaction's four included), in the order first named; a
+    claim's AUC line is folded into the claim it repeats."""
+    arms: Dict[str, List[str]] = {}
+    for c in comparisons:
+        claim = c["claim"][:-len(AUC_SUFFIX)] if c["claim"].endswith(AUC_SUFFIX) else c["claim"]
+        named = arms.setdefault(claim, [])
+        named += [arm for arm in arm_names(c["a"]) + arm_names(c["b"]) if arm not in named]
+    return arms
 
 
 def label(side: Any) -> str:
@@ -404,7 +413,7 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str,
         json.dump({"comparisons": comparisons, "predictions": predictions}, f, indent=1)
     text = markdown(comparisons, predictions)
     figure = plot(comparisons, os.path.join(out, "compare.png"))
-    curves = plot_claim_curves(runs, comparisons, os.path.join(out, "claim_curves.png"))
+    curves = plot_claim_curves(runs, claim_arms(comparisons), os.path.join(out, "claim_curves.png"))
     if curves:
         text = ("![each claim's arms: evaluation return against env steps, seeds thin, median bold]"
                 "(claim_curves.png)\n\n" + text)
