@@ -268,6 +268,10 @@ def _run_config(path: str) -> Optional[str]:
 
 
 GAIT_FLAG = 1.5  # a run whose median speed is past this multiple of the study's median run is flagged
+# ... and past this floor, m/s: near zero a multiple means nothing (the quantiles are rounded to 0.01 m/s, so in a
+# study of robots that stand, median 0.01, one at 0.02 would be "past 1.5x"); a robot slower than this stands and
+# cannot owe its return to speed the simulator gave it
+GAIT_FLAG_FLOOR_MPS = 0.1
 # the speed a study flags by (its median, the first of the quantiles): the torso's (Ant, Humanoid), the base's over
 # the ground (Anymal); a task without one (BallBalance, FrankaCabinet, ShadowHand) is tabled, not flagged
 SPEEDS = ("torso_speed_p50_p90_p99", "base_planar_speed_p50_p90_p99")
@@ -278,13 +282,14 @@ def _speed(gait: Dict[str, Any]) -> Optional[float]:
 
 
 def flagged(checked: Dict[str, Dict[str, Any]]) -> List[str]:
-    """The runs (keys of checked) whose median speed is past GAIT_FLAG x the median run's."""
+    """The runs (keys of checked) whose median speed is past GAIT_FLAG x the median run's and past
+    GAIT_FLAG_FLOOR_MPS."""
     speeds = {run: _speed(g) for run, g in checked.items()}
     speeds = {run: v for run, v in speeds.items() if v is not None}
     if not speeds:
         return []
     median = statistics.median(speeds.values())
-    return [run for run, v in speeds.items() if v > GAIT_FLAG * median]
+    return [run for run, v in speeds.items() if v > GAIT_FLAG * median and v > GAIT_FLAG_FLOOR_MPS]
 
 
 def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str, Any]], out: str) -> str:
