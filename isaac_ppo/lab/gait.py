@@ -303,7 +303,8 @@ def write_table(records: Dict[str, Dict[str, Any]], checked: Dict[str, Dict[str,
     replay = next(iter(checked.values()))  # (every run is replayed alike)
     lines = [f"# Gait check: each run's last policy replayed ({replay['envs']} envs x {replay['steps']} steps, "
              "isaac_ppo/lab/gait.py)\n",
-             f"Median torso speed over runs: {median:.2f} m/s; flagged: a run past {GAIT_FLAG:g}x that.\n",
+             f"Median torso speed over runs: {median:.2f} m/s; flagged: a run past {GAIT_FLAG:g}x that "
+             f"(and past {GAIT_FLAG_FLOOR_MPS:g} m/s).\n",
              "| arm | seed | torso speed p50 / p90 / p99, m/s | max | reward a step (median) | diverged | "
              "up axis on z p5 / p50 (1 upright) | torso height p50, m | flag |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -334,7 +335,8 @@ def _write_measures_table(records: Dict[str, Dict[str, Any]], checked: Dict[str,
 
     lines = [f"# Gait check: each run's last policy replayed ({replay['envs']} envs x {replay['steps']} steps, "
              "isaac_ppo/lab/gait.py)\n",
-             (f"Flagged: a run whose median speed is past {GAIT_FLAG:g}x the median run's.\n" if _speed(replay) is not
+             (f"Flagged: a run whose median speed is past {GAIT_FLAG:g}x the median run's and past "
+              f"{GAIT_FLAG_FLOOR_MPS:g} m/s.\n" if _speed(replay) is not
               None else "No speed to flag by: the measures alone.\n"),
              "| arm | seed | " + " | ".join(measures) + " | flag |", "|---|---|" + "---|" * len(measures) + "---|"]
     for folder, g in sorted(checked.items(), key=lambda item: (records[item[0]]["arm"], records[item[0]]["seed"])):
