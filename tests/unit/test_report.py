@@ -467,3 +467,34 @@ def test_named_groups_lead_the_summary_table_with_their_names(sweep):
     headers, rows = table_rows(report)
     assert headers[:3] == ["name", "scheduler.num_envs", "runs"]
     assert sorted(row[0] for row in rows) == ["arm1024", "arm128"] and all(row[0][3:] == row[1] for row in rows)
+
+
+def test_the_same_runs_give_the_same_report_whatever_the_hash_seed(tmp_path):
+    """Keys the first run leaves at their defaults are filled in from its config; their order (the report's
+    columns and its groups' order) must not follow a set's, which changes with PYTHONHASHSEED."""
+    import subprocess
+    import sys
+
+    keys = ["agent.mini_epochs", "scheduler.mode", "agent.network.separate", "num_envs", "agent.horizon",
+            "agent.learning_rate"]
+    values = {"agent.mini_epochs": ("4", "8"), "scheduler.mode": ("sync", "concurrent"),
+              "agent.network.separate": ("false", "true"), "num_envs": ("256", "4096"), "agent.horizon": ("16", "64"),
+              "agent.learning_rate": ("1e-3", "3e-3")}
+    defaults = ("agent:\n  mini_epochs: 4\n  horizon: 16\n  learning_rate: 1e-3\n  network:\n    separate: false\n"
+                "scheduler:\n  mode: sync\nnum_envs: 256\n")
+    arms = [("base", [])] + [(f"arm{i}", [f"{key}={values[key][1]}"]) for i, key in enumerate(keys)]
+    for i, (name, changed) in enumerate(arms):
+        run = make_run(str(tmp_path / "runs" / name), ["task=Cartpole", "seed=0"] + changed, [1.0 + i])
+        with open(os.path.join(run, "config.yaml"), "a") as f:  # the defaults each run left alone
+            f.write(defaults)
+    outputs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"out{hash_seed}"
+        subprocess.run([sys.executable, "-c", "import sys; from isaac_ppo.lab.report import main; "
+                        "sys.exit(main(sys.argv[1:]))", str(tmp_path / "runs"), "--out", str(out)],
+                       check=True, capture_output=True, env=dict(os.environ, PYTHONHASHSEED=hash_seed))
+        outputs.append(((out / "report.csv").read_text(), (out / "runs.csv").read_text()))
+    assert outputs[0] == outputs[1]
+    header = outputs[0][0].splitlines()[0]
+    # the first run (arm0) leads with its own key; the five it left at their defaults follow in name order
+    assert [k for k in header.split(",") if k in keys] == [keys[0]] + sorted(keys[1:])

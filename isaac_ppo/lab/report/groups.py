@@ -58,7 +58,9 @@ def fill_unset_keys(runs: Sequence[Run]) -> None:
 
     keys = {key for run in runs for key in run.overrides}
     for run in runs:
-        for key in keys - set(run.overrides):
+        # in name order: a set's order changes with the process's hash seed, and the first run's key order is the
+        # report's column and group order (the same runs must give the same report)
+        for key in sorted(keys - set(run.overrides)):
             value = run.choices.get(key) if key in run.choices else _get(run.config, key)
             if value is not None and not isinstance(value, (dict, list)):
                 run.overrides[key] = value if isinstance(value, str) else yaml.safe_dump(value).split("\n")[0]
