@@ -274,9 +274,10 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
         written.append(write_table(records, checked, out))
         flagged = {f: f"{records[f]['arm']} seed {records[f]['seed']}" for f in past_the_flag(checked)}
     if study["compare"] or study["predict"]:
-        from isaac_ppo.lab.report import compare
+        from isaac_ppo.lab.report import compare, retest
 
         written += compare.write(runs, study, out, flagged)
+        written += retest.write(runs, study, out, flagged)
     budget_runs = [folder for folder, record in records.items() if record["ended_by"] == "budget"]
     if budget_runs:
         from isaac_ppo.lab.report import run_report, parse_args as report_args

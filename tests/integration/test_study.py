@@ -138,6 +138,9 @@ def test_a_study_runs_is_stopped_and_killed_resumes_in_place_and_reports(tmp_pat
                else "contradicted" if "contradicted" in verdicts and "supported" not in verdicts
                else "inconclusive at this budget")
     assert table.splitlines()[2].endswith(f"| {overall} |")  # the claims table: one verdict per claim
+    # the budget (2,560 env steps) does not end on an evaluation (the last at 2,048): no final policy was evaluated
+    # twice, so there is no second reading (report/retest.py; tests/unit/test_retest.py has one)
+    assert not (out / "retest.json").exists() and not (out / "retest.md").exists()
     assert "| untested | more epochs overfit |  | not tested in this study: no arm varies the epochs |" in table
     assert "](compare.png)" in table and (out / "compare.png").read_bytes()[:4] == b"\x89PNG"  # the claims' figure
     # and a panel a claim, the curves behind each verdict

@@ -31,7 +31,7 @@ import itertools
 import json
 import math
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -56,14 +56,15 @@ def final_return(folder: str) -> Optional[float]:
     return evals[max(evals)] if evals else None
 
 
-def run_values(folders: Sequence[str], metric: str, grid: Sequence[int]) -> List[float]:
-    """One value per run: final (the final evaluation), auc (mean evaluation over the matched grid), or a
-    diagnostic's mean over the run's measurements (diagnostics.NAME)."""
+def run_values(folders: Sequence[str], metric: str, grid: Sequence[int],
+               final: Callable[[str], Optional[float]] = final_return) -> List[float]:
+    """One value per run: final (the final evaluation, as `final` reads it), auc (mean evaluation over the matched
+    grid), or a diagnostic's mean over the run's measurements (diagnostics.NAME)."""
     values = []
     for folder in folders:
         rows = read_rows(os.path.join(folder, "metrics.jsonl"))
         if metric == "final":
-            value = final_return(folder)
+            value = final(folder)
         elif metric == "auc":
             curve = eval_curve(rows)
             value = float(np.mean([curve[s] for s in grid])) if grid else None
@@ -180,18 +181,19 @@ def label(side: Any) -> str:
     return names[0] if len(names) == 1 else f"({names[0]} - {names[1]})"
 
 
-def compare(runs: Dict[str, List[str]], spec: Dict[str, Any],
-            flagged: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+def compare(runs: Dict[str, List[str]], spec: Dict[str, Any], flagged: Optional[Dict[str, str]] = None,
+            final: Callable[[str], Optional[float]] = final_return) -> Dict[str, Any]:
     """One comparison of the study definition's `compare` list: {claim, a, b, metric, expect}. flagged (run
     folder -> its name) are the runs past the gait check's flag: they stay in (dropping a run after seeing it
-    biases the comparison), and the comparison names those of its arms' runs."""
+    biases the comparison), and the comparison names those of its arms' runs. final: how a run's final
+    evaluation is read (report/retest.py reads a second one)."""
     a, b, metric, expect = spec["a"], spec["b"], spec.get("metric", "final"), spec.get("expect", "greater")
     kind, fraction = spec.get("kind", "direction"), float(spec.get("margin", 0.0))
     flagged = flagged or {}
     arms = arm_names(a) + arm_names(b)
     folders = [f for arm in arms for f in runs.get(arm, [])]
     grid = matched_grid(folders) if metric == "auc" else []
-    values = [run_values(runs.get(arm, []), metric, grid) for arm in arms]
+    values = [run_values(runs.get(arm, []), metric, grid, final) for arm in arms]
     out = {"claim": str(spec.get("claim", "")), "a": a, "b": b, "metric": metric, "expect": expect, "kind": kind,
            "runs": [len(v) for v in values], "gait_flagged": [flagged[f] for f in folders if f in flagged]}
     if kind != "direction":
