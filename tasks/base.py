@@ -228,6 +228,10 @@ class MujocoTask:
         active = slice(0, n)
         obs = self.compute_observations(active)
         rew, terminated = self.compute_reward(obs, active)
+        # a measure may be a view of obs (FrankaCabinet's opening is its obs 21), which the reset below overwrites
+        # for the envs it resets: an ending step's measures and outcomes must stay its episode's
+        self.measures = {name: value.clone() for name, value in self.measures.items()}
+        self.outcomes = {name: value.clone() for name, value in self.outcomes.items()}
         states = self.compute_states(obs, active) if num_states else None
         time_out = (self.progress[:n] >= self.max_episode_length) & ~terminated
         diverged = self._diverged(n, obs, rew)

@@ -140,6 +140,8 @@ def test_opening_the_drawer_past_0_39_m_ends_the_episode_as_a_success():
     assert extras["outcomes"]["drawer_opened"].tolist() == [0.0, 1.0]
     assert extras["reward_terms"]["open_bonus"][1].item() >= 0.5  # (past 1 cm, whatever the fingers do)
     assert env.qpos[1, env.drawer_qpos].item() == 0.0  # reset: closed again
+    # the ending step's measures are its episode's (the drawer past 0.39 m), not the reset's closed drawer
+    assert extras["measures"]["drawer_opening_m"][1].item() > 0.39
 
 
 def test_the_props_are_built_into_the_drawer_as_isaacgymenvs_lays_them():
