@@ -228,10 +228,6 @@ class MujocoTask:
         active = slice(0, n)
         obs = self.compute_observations(active)
         rew, terminated = self.compute_reward(obs, active)
-        # a measure may be a view of obs (FrankaCabinet's opening is its obs 21), which the reset below overwrites
-        # for the envs it resets: an ending step's measures and outcomes must stay its episode's
-        self.measures = {name: value.clone() for name, value in self.measures.items()}
-        self.outcomes = {name: value.clone() for name, value in self.outcomes.items()}
         states = self.compute_states(obs, active) if num_states else None
         time_out = (self.progress[:n] >= self.max_episode_length) & ~terminated
         diverged = self._diverged(n, obs, rew)
@@ -255,7 +251,9 @@ class MujocoTask:
         reset_ids = resets.nonzero().flatten()
         if reset_ids.numel():
             self.reset_idx(reset_ids, diverged[reset_ids])
-            obs[reset_ids] = self.compute_observations(reset_ids)
+            # out of place: a task's measures may be views of obs (FrankaCabinet's opening is its obs 21), and an
+            # ending step's must stay its episode's (a copy of obs on the steps that reset, none on the others)
+            obs = obs.index_put((reset_ids,), self.compute_observations(reset_ids))
             if states is not None:
                 states[reset_ids] = self.compute_states(obs[reset_ids], reset_ids)
         self._clip_into(out[:, :num_obs], obs)
