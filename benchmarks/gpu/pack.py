@@ -149,6 +149,10 @@ def describe(plan: dict) -> str:
               f"({', '.join(f'{s:.0f}' for s in e['transfer_s'])}), the proof at most {e['proof_s']} s: "
               f"{e['total_before_rerun_s']} s of {e['slot_s']}; {e['left_for_rerun_s']} s left for "
               "`bash benchmarks/gpu/run.sh proof --rerun` (the failed steps again).", "",
+              "Or, for a policy trained on the GPU and checked back home (docs/backends.md, \"A training instead of "
+              "the proof\"): the last transfer's command `bash benchmarks/gpu/run.sh receive "
+              f"{plan['transfers'][-1]['folder']} && bash benchmarks/gpu/run.sh train ShadowHand 440`, then `bash "
+              "benchmarks/gpu/run.sh proof --only environment,kernels,equivalence` in what is left.", "",
               "Left out (not imported by training, tests or the proof): " +
               "; ".join(f"{x['pin']} ({x['why']})" for x in plan["left_out"]), ""]
     return "\n".join(lines)

@@ -7,6 +7,9 @@
 #   bash benchmarks/gpu/run.sh proof [--dry] [--rerun] [--only a,b]
 #                                               # install the project without its dependencies into the kit (when
 #                                               # the kit holds the packages), then the proof (proof.py)
+#   bash benchmarks/gpu/run.sh train [--dry] TASK SECONDS [OVERRIDE ...]
+#                                               # train TASK on the GPU for SECONDS from its first iteration, then
+#                                               # bring back its run folder's config, metrics and checkpoints (train.py)
 #   bash benchmarks/gpu/run.sh                  # the proof alone, on a node where the project is installed normally
 #
 # Results: proof.json and proof.log in $OUT (the device tool's folder that comes back) or $ISAAC_PPO_KIT/out, and a
@@ -72,8 +75,25 @@ case "$command" in
         cp "$RESULTS/proof.json" "$KIT/proof.json" 2>/dev/null
         exit $status
         ;;
+    train)
+        DRY=
+        args=()
+        if [ "${1:-}" = "--dry" ]; then DRY=1; args+=(--dry); shift; fi
+        [ $# -ge 2 ] || { echo "usage: run.sh train [--dry] TASK SECONDS [OVERRIDE ...]" >&2; exit 2; }
+        task=$1 seconds=$2
+        shift 2
+        if [ -n "$DRY" ]; then
+            export CUDA_VISIBLE_DEVICES=""
+        fi
+        use_kit
+        if [ -d "$KIT/site" ] || [ -n "$DRY" ]; then
+            install_project || { echo "[kit] the project did not install: nothing trained" >&2; exit 1; }
+        fi
+        "$PY" "$HERE/train.py" --out "$RESULTS" --task "$task" --seconds "$seconds" "${args[@]}" "$@"
+        ;;
     *)
-        echo "usage: run.sh receive FOLDER | run.sh proof [--dry] [--rerun] [--only STEP,...]" >&2
+        echo "usage: run.sh receive FOLDER | run.sh proof [--dry] [--rerun] [--only STEP,...] |" \
+             "run.sh train [--dry] TASK SECONDS [OVERRIDE ...]" >&2
         exit 2
         ;;
 esac

@@ -1,7 +1,8 @@
 """The GPU kit (benchmarks/gpu/): its plan of transfers stays inside the device tool's limits and the slot's time;
 pieces cut by the packer travel, join with their checksums checked and install offline through the node's runner
 (run.sh receive), on small fake wheels, no network; the proof's steps cover what the issue asks of a GPU; and the
-runner's proof runs end to end on the CPU device in its dry mode (slow: ~1 minute of real MuJoCo Warp)."""
+runner's proof runs end to end on the CPU device in its dry mode (slow: ~1 minute of real MuJoCo Warp); its
+training stops on time and brings back a run folder that replays on mujoco.batch (slow: ~20 s)."""
 from __future__ import annotations
 
 import importlib.util
@@ -169,3 +170,28 @@ def test_the_proof_runs_end_to_end_in_dry_mode_on_the_cpu(tmp_path):
     assert steps["mixed_precision_resume"]["figures"]["iterations_logged"] == [0, 1, 2, 3, 4]
     assert set(steps["kernels"]["figures"]["before"]) == {"cuda", "cpu"}
     assert (out / "proof.log").stat().st_size > 0 and (tmp_path / "kit" / "proof.json").exists()
+
+
+@pytest.mark.slow
+def test_the_kit_trains_for_its_seconds_and_brings_back_a_run_folder_that_replays_on_mujoco(tmp_path):
+    """run.sh train --dry: Cartpole on Warp's CPU device, stopped by SIGTERM 3 s after its first iteration; what
+    comes back is a run folder (config, metrics, last.pt, best.pt) and train.json, and its policy plays on
+    mujoco.batch, the backend the gait check replays GPU-trained policies on."""
+    if importlib.util.find_spec("mujoco_warp") is None:
+        require_system("the kit's dry run needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
+    out = tmp_path / "out"
+    done = runner("train", "--dry", "Cartpole", "3", kit_dir=tmp_path / "kit", OUT=str(out),
+                  CUDA_VISIBLE_DEVICES="")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    run = out / "train_Cartpole"
+    result = json.loads((run / "train.json").read_text())
+    assert result["rc"] == 75 and not result["killed"]  # (stopped by its SIGTERM, its checkpoint saved)
+    assert result["sigterm_at_s"] - result["first_row_s"] >= 3
+    assert result["brought"] == ["config.yaml", "metrics.jsonl", "checkpoints/last.pt", "checkpoints/best.pt"]
+    assert result["iterations"] >= 1 and result["env_steps"] == 1024 * result["iterations"]
+    assert result["evaluations"] and all(e["episodes"] == 8 for e in result["evaluations"])
+    assert len([p for p in out.rglob("*") if p.is_file()]) <= 8  # (the device tool brings back 8 files at most)
+    play = subprocess.run([sys.executable, "-m", "isaac_ppo.train", "task=Cartpole", "sim=mujoco", "test=true",
+                           f"checkpoint={run / 'checkpoints' / 'best.pt'}", "play_episodes=2",
+                           f"runs_dir={tmp_path / 'play'}"], capture_output=True, text=True, timeout=300)
+    assert play.returncode == 0, play.stderr[-2000:]
