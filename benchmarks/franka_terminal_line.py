@@ -16,7 +16,6 @@ share of its steps with the drawer past 0.3 m, its mean length.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import List
 
@@ -44,18 +43,13 @@ def replay(path: str) -> dict:
     from omegaconf import OmegaConf
 
     from isaac_ppo.envs.make import make
-    from isaac_ppo.io import checkpoint
-    from isaac_ppo.loop.build import build_model
     from isaac_ppo.loop.evaluate import mean_action
+    from isaac_ppo.loop.play import load_checkpoint_model, run_config
 
-    cfg = OmegaConf.load(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "config.yaml"))
+    cfg = OmegaConf.load(run_config(path))
     env = make("FrankaCabinet", REPLAY_ENVS, sim="mujoco", seed=REPLAY_SEED,
                task_cfg=OmegaConf.to_container(cfg.task, resolve=True))
-    state = checkpoint.load(path, torch.device("cpu"))
-    model = build_model(cfg, env, torch.device("cpu"), states=int(state.get("num_states", 0)))
-    checkpoint.load_model(model, state, path)
-    model.eval()
-    policy = mean_action(model)
+    policy = mean_action(load_checkpoint_model(cfg, env, path))
     obs = env.reset()["obs"]
     live = torch.ones(REPLAY_ENVS, dtype=torch.bool)  # still in its first episode
     peak, length, past = torch.zeros(REPLAY_ENVS), torch.zeros(REPLAY_ENVS), torch.zeros(REPLAY_ENVS)

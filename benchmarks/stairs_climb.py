@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 
 import torch
@@ -29,8 +28,8 @@ def main() -> None:
 
     from isaac_ppo.envs.make import make
     from isaac_ppo.io import checkpoint
-    from isaac_ppo.loop.build import build_model
     from isaac_ppo.loop.evaluate import mean_action
+    from isaac_ppo.loop.play import load_checkpoint_model, run_config
     from isaac_ppo.tasks.legged.terrain import stairs_step_m
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -41,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    cfg = OmegaConf.load(os.path.join(os.path.dirname(os.path.dirname(args.checkpoint)), "config.yaml"))
+    cfg = OmegaConf.load(run_config(args.checkpoint))
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
     task_cfg.pop("eval_env", None)
     task_cfg["env"]["terrain"].update(terrainProportions=STAIRS_PIT, curriculum=False)
@@ -53,11 +52,7 @@ def main() -> None:
     env.levels = torch.arange(n) % levels
     env.env_origins = env.cell_origin_table[env.levels, env.types]
 
-    state = checkpoint.load(args.checkpoint, torch.device("cpu"))
-    model = build_model(cfg, env, torch.device("cpu"), states=int(state.get("num_states", 0)))
-    checkpoint.load_model(model, state, args.checkpoint)
-    model.eval()
-    policy = mean_action(model)
+    policy = mean_action(load_checkpoint_model(cfg, env, args.checkpoint))
 
     obs = env.reset()["obs"]
     centre, start_z = env.env_origins[:, :2].clone(), env.qpos[:, 2].clone()
@@ -79,7 +74,7 @@ def main() -> None:
                           "reached_top": int((farthest_m[mine] > half_cell_m).sum()),
                           "rise_m_median": round(statistics.median(rises), 3), "rise_m_max": round(max(rises), 3),
                           "steps_climbed_median": round(statistics.median(rises) / step, 1)}))
-    counters = state.get("counters", {})
+    counters = checkpoint.load(args.checkpoint).get("counters", {})
     print(json.dumps({"checkpoint": args.checkpoint, "iteration": counters.get("iteration"),
                       "env_steps": counters.get("env_steps"), "steps": args.steps, "seed": args.seed}))
 

@@ -222,15 +222,14 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     divides it. A task whose floor is declared (task.mujoco.contact_timeconst) keeps it under refinement."""
     from omegaconf import OmegaConf
 
-    from isaac_ppo.loop.build import build_model
     from isaac_ppo.envs.make import make
     from isaac_ppo.loop.evaluate import mean_action
-    from isaac_ppo.io import checkpoint
+    from isaac_ppo.loop.play import load_checkpoint_model, run_config
     from isaac_ppo.config.compose import compose_config
 
     if task not in GAITS:
         raise ValueError(f"gait check: {task} is not one of {', '.join(GAITS)}")
-    saved = _run_config(path)
+    saved = run_config(path)
     if saved:
         cfg = OmegaConf.load(saved)
     else:
@@ -242,11 +241,7 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     if integrator:
         task_cfg["mujoco"]["integrator"] = integrator
     env = make(task, envs, sim="mujoco", seed=seed, task_cfg=task_cfg)
-    state = checkpoint.load(path, torch.device("cpu"))
-    model = build_model(cfg, env, torch.device("cpu"), states=int(state.get("num_states", 0)))  # (the actor alone)
-    checkpoint.load_model(model, state, path)
-    model.eval()
-    policy = mean_action(model)
+    policy = mean_action(load_checkpoint_model(cfg, env, path))
     gait = GAITS[task]()
     obs = env.reset()["obs"]
     with torch.no_grad():
@@ -259,12 +254,6 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
 
 def _quantiles(values: torch.Tensor, *levels: float) -> List[float]:
     return [round(float(q), 2) for q in torch.quantile(values, torch.tensor(levels))]
-
-
-def _run_config(path: str) -> Optional[str]:
-    """<run>/config.yaml for <run>/checkpoints/<name>.pt, when it is there."""
-    candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "config.yaml")
-    return candidate if os.path.isfile(candidate) else None
 
 
 GAIT_FLAG = 1.5  # a run whose median speed is past this multiple of the study's median run is flagged

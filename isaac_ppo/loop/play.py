@@ -8,6 +8,7 @@ checkpoint=*.pth plays an rl-games checkpoint (IsaacGymEnvs' runs/<name>/nn/) th
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional
 
 import torch
@@ -21,12 +22,16 @@ from isaac_ppo.io import checkpoint, rlgames_checkpoint
 from isaac_ppo.io.video import VideoRecorder
 
 
-def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[str] = None) -> Dict[str, Any]:
-    """The deterministic policy (the Gaussian's mean) of a checkpoint, each env of the play set (play_episodes
-    envs) counting its first episode from reset (isaac_ppo/loop/evaluate.py: unbiased whatever the episode lengths);
-    with video_path, also record env 0 (up to its first 1000 steps) to that mp4; with cfg.save_probe_set, also
-    save diagnostics.samples of the observations played (diagnostics/probe_set.py)."""
-    device = torch.device(cfg.device)
+def run_config(checkpoint_path: str) -> Optional[str]:
+    """<run>/config.yaml for <run>/checkpoints/<name>.pt, when it is there (a run folder's layout)."""
+    candidate = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(checkpoint_path))), "config.yaml")
+    return candidate if os.path.isfile(candidate) else None
+
+
+def load_checkpoint_model(cfg: DictConfig, env: Any, checkpoint_path: str, device: Any = "cpu") -> Any:
+    """The model of a checkpoint (ours, or an rl-games .pth) for env, its normalisers loaded, in eval mode: what
+    play, the gait check and the benchmarks' replays act with (mean_action of it)."""
+    device = torch.device(device)
     if rlgames_checkpoint.is_rl_games_path(checkpoint_path):
         model = build_model(cfg, env, device)
         rlgames_checkpoint.load_model(model, checkpoint_path, env, cfg.task.name, device)
@@ -38,6 +43,16 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
         model = build_model(cfg, env, device, states=int(state.get("num_states", 0)))
         checkpoint.load_model(model, state, checkpoint_path)
     model.eval()
+    return model
+
+
+def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[str] = None) -> Dict[str, Any]:
+    """The deterministic policy (the Gaussian's mean) of a checkpoint, each env of the play set (play_episodes
+    envs) counting its first episode from reset (isaac_ppo/loop/evaluate.py: unbiased whatever the episode lengths);
+    with video_path, also record env 0 (up to its first 1000 steps) to that mp4; with cfg.save_probe_set, also
+    save diagnostics.samples of the observations played (diagnostics/probe_set.py)."""
+    device = torch.device(cfg.device)
+    model = load_checkpoint_model(cfg, env, checkpoint_path, device)
     recorder = VideoRecorder(env, video_path) if video_path else None
     policy = mean_action(model)
     sampler = None
