@@ -2,14 +2,18 @@
 
 IsaacGymEnvs ends a FrankaCabinet episode when the drawer is open past 0.39 m, and pays for an open drawer every
 step; a return-maximising policy may then stop short of the line (RESULTS.md, "FrankaCabinet under the fixed
-learner"). This trains the task with that one line removed (an experiment, not the task: the drawer past 0.39 m
-still pays IsaacGymEnvs' bonus and still counts as drawer_opened at an episode's end, but the episode runs to its
-time-out), and replays checkpoints on the real task (terminal past 0.39 m) to see whether they cross it.
+learner"). Train the task with that one line removed, the key env.openEndsEpisode=false (the drawer past 0.39 m still
+pays IsaacGymEnvs' bonus and still counts as drawer_opened at an episode's end, but the episode runs to its
+time-out; the run's evaluations stay on the task proper, cfg/task/FrankaCabinet.yaml's eval_env), and replay its
+checkpoints here on the task proper (terminal past 0.39 m) to see how they cross it:
 
-  python benchmarks/franka_terminal_line.py train task.env.numProps=0 num_envs=1024 seed=0 ...   (isaac-ppo-train)
+  isaac-ppo-train task=FrankaCabinet task.env.openEndsEpisode=false task.env.numProps=0 num_envs=1024 seed=0 ...
   python benchmarks/franka_terminal_line.py replay RUN/checkpoints/last.pt [...]
 
-replay: 64 envs, one episode each from reset (seed 7), the mean action, on the real task; per checkpoint one JSON
+(Until 2026-12-02 this script's own `train` patched the task's reward function to the same effect; the key gives
+the same run bit for bit: 3 iterations of seed 3, every loss equal.)
+
+replay: 64 envs, one episode each from reset (seed 7), the mean action, on the task proper; per checkpoint one JSON
 line: the share of envs whose first episode crossed 0.39 m, the peak opening of each first episode (10/50/90%), the
 share of its steps with the drawer past 0.3 m, its mean length.
 """
@@ -17,26 +21,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import List
 
 import torch
 
 REPLAY_ENVS, REPLAY_STEPS, REPLAY_SEED = 64, 500, 7
-
-
-def train(overrides: List[str]) -> int:
-    import isaac_ppo.tasks.manipulation.franka_cabinet as franka
-    from isaac_ppo.train import main
-
-    real = franka.FrankaCabinet.compute_reward
-
-    def without_the_line(self, obs, sel):  # the reward and outcomes as the task's; no env ever terminal
-        reward, opened = real(self, obs, sel)
-        return reward, torch.zeros_like(opened)
-
-    franka.FrankaCabinet.compute_reward = without_the_line
-    sys.argv = ["isaac-ppo-train", "task=FrankaCabinet", "sim=mujoco"] + overrides
-    return main()
 
 
 def replay(path: str) -> dict:
@@ -47,8 +35,9 @@ def replay(path: str) -> dict:
     from isaac_ppo.loop.play import load_checkpoint_model, run_config
 
     cfg = OmegaConf.load(run_config(path))
-    env = make("FrankaCabinet", REPLAY_ENVS, sim="mujoco", seed=REPLAY_SEED,
-               task_cfg=OmegaConf.to_container(cfg.task, resolve=True))
+    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    task_cfg["env"]["openEndsEpisode"] = True  # (the task proper, whatever the run trained under)
+    env = make("FrankaCabinet", REPLAY_ENVS, sim="mujoco", seed=REPLAY_SEED, task_cfg=task_cfg)
     policy = mean_action(load_checkpoint_model(cfg, env, path))
     obs = env.reset()["obs"]
     live = torch.ones(REPLAY_ENVS, dtype=torch.bool)  # still in its first episode
@@ -72,9 +61,7 @@ def replay(path: str) -> dict:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in ("train", "replay"):
+    if len(sys.argv) < 3 or sys.argv[1] != "replay":
         sys.exit(__doc__)
-    if sys.argv[1] == "train":
-        sys.exit(train(sys.argv[2:]))
     for checkpoint_path in sys.argv[2:]:
         print(json.dumps(replay(checkpoint_path)), flush=True)

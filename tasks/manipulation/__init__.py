@@ -10,6 +10,7 @@ from isaac_ppo.config.domains import boolean, choice, integer, positive, real
 # penalty is subtracted (a negative one would pay for effort)
 FRANKA_CABINET = {
     "env.numProps": integer(0, 16), "env.actionScale": positive(), "env.dofVelocityScale": positive(),
+    "env.openEndsEpisode": boolean(), "eval_env.env.openEndsEpisode": boolean(),
     **{f"env.{key}": real(0.0) for key in ("distRewardScale", "rotRewardScale", "aroundHandleRewardScale",
                                            "openRewardScale", "fingerDistRewardScale", "actionPenaltyScale")},
 }

@@ -18,6 +18,12 @@ when the drawer is open past 0.39 m (the success; IsaacGymEnvs resets there too)
 control steps. Measures: the drawer's opening (m) and the grasp distance (m); outcome: drawer_opened (1 when the
 episode ended with the drawer past 0.39 m).
 
+env.openEndsEpisode (the port's key, default true: IsaacGymEnvs'): false removes that terminal line, the episode
+running to its time-out with the same reward, bonus and outcome (drawer_opened if the drawer is still past 0.39 m at
+the end). Under IsaacGymEnvs' reward a drawer left open pays ~6 a step and crossing the line at most 1 once, so a
+return-maximising policy of the task stops short of the line it calls success; trained under false, policies cross
+it when replayed on the task proper. The evaluation envs keep it true (cfg/task/FrankaCabinet.yaml's eval_env).
+
 IsaacGymEnvs' grasp frames, as it computes them (quirks kept): the gripper's grasp point is the fingers' midpoint
 at the actor's creation (fingers closed) in link 7's frame, moved 4 cm along link 7's y axis (its code adds 0.04 on
 axis index 1, not along the fingers), turned as the hand is (-45 deg about z); the handle's is (0.3, 0.01, 0) in the
@@ -97,6 +103,7 @@ class FrankaCabinet(MujocoTask):
         self.default_pos = torch.tensor(DEFAULT_DOF_POS, device=on)
         self.speed = torch.tensor(SPEED_SCALES, device=on) * ACTION_DT * float(env["actionScale"])
         self.velocity_scale = float(env["dofVelocityScale"])
+        self.open_ends_episode = bool(env.get("openEndsEpisode", True))
         self.scales = {key: float(env[key]) for key in (
             "distRewardScale", "rotRewardScale", "aroundHandleRewardScale", "openRewardScale",
             "fingerDistRewardScale", "actionPenaltyScale")}
@@ -154,7 +161,7 @@ class FrankaCabinet(MujocoTask):
         self.measures = {"drawer_opening_m": opening, "grasp_distance_m": distance}
         opened = opening > OPEN_M
         self.outcomes = {"drawer_opened": opened.float()}
-        return reward, opened
+        return reward, opened if self.open_ends_episode else torch.zeros_like(opened)
 
     def reset_state(self, ids: torch.Tensor) -> None:
         # the batch reset put the cabinet's joints at 0 and the props in the drawer, at rest; the arm as IsaacGymEnvs

@@ -144,6 +144,36 @@ def test_opening_the_drawer_past_0_39_m_ends_the_episode_as_a_success():
     assert extras["measures"]["drawer_opening_m"][1].item() > 0.39
 
 
+def test_without_open_ends_episode_the_drawer_past_0_39_m_runs_to_the_time_out_and_counts_there():
+    """env.openEndsEpisode=false: the same step pays the same reward, ends nothing, and the episode's outcome is read
+    at its time-out (the drawer still past 0.39 m: opened)."""
+    ends = make("FrankaCabinet", 2, sim="mujoco", seed=1, env={"numProps": 0, "episodeLength": 3})
+    runs = make("FrankaCabinet", 2, sim="mujoco", seed=1, env={"numProps": 0, "episodeLength": 3,
+                                                               "openEndsEpisode": False})
+    steps = []
+    for env in (ends, runs):
+        env.reset()
+        env.qpos[1, env.drawer_qpos], env.qvel[1, env.drawer_qvel] = 0.395, 0.2
+        steps.append(env.step(torch.zeros(2, 9)))
+    torch.testing.assert_close(steps[1][1], steps[0][1])  # the same reward, bonus included
+    assert steps[0][2].tolist() == [False, True] and steps[1][2].tolist() == [False, False]
+    assert runs.qpos[1, runs.drawer_qpos].item() > 0.39  # not reset
+    for _ in range(2):
+        _, _, resets, extras = runs.step(torch.zeros(2, 9))
+    assert resets.tolist() == [True, True] and extras["time_outs"].tolist() == [True, True]
+    assert extras["outcomes"]["drawer_opened"].tolist() == [0.0, 1.0]  # (the drawer, damped, still past 0.39 m)
+
+
+def test_evaluation_is_of_the_task_with_its_terminal_line_whatever_the_training_envs_have():
+    from isaac_ppo.config.compose import compose_config
+    from isaac_ppo.loop.build import _make_env
+
+    cfg = compose_config(["task=FrankaCabinet", "sim=mujoco", "task.env.numProps=0", "task.env.openEndsEpisode=false"])
+    training = _make_env(cfg, 2, 0, "cpu")
+    evaluation = _make_env(cfg, 2, 0, "cpu", evaluation=True)
+    assert (training.open_ends_episode, evaluation.open_ends_episode) == (False, True)
+
+
 def test_the_props_are_built_into_the_drawer_as_isaacgymenvs_lays_them():
     bare = make("FrankaCabinet", 1, sim="mujoco", env={"numProps": 0})
     full = make("FrankaCabinet", 1, sim="mujoco", env={"numProps": 16})

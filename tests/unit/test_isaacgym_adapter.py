@@ -702,3 +702,18 @@ def test_per_env_extras_are_cut_to_the_active_envs(env, fake):
     _, _, _, extras = env.step(torch.zeros(3, 2))
     assert extras["episode_progress"].shape == (3,)
     assert extras["scalar_log"].item() == 1.5
+
+
+def test_sim_isaacgym_refuses_frankacabinets_open_ends_episode_off(monkeypatch, tmp_path):
+    """env.openEndsEpisode is the port's key: IsaacGymEnvs' FrankaCabinet always ends the episode past 0.39 m, so
+    false on sim=isaacgym is refused in one line naming it (IsaacGymEnvs' own config has no such key), not ignored;
+    its default, true, is IsaacGymEnvs' behaviour and is not forwarded."""
+    from isaac_ppo.envs.make import load_task_config
+
+    calls = _install_fake_isaacgym(monkeypatch, tmp_path)
+    ours = load_task_config("FrankaCabinet")
+    make("FrankaCabinet", 32, sim="isaacgym", seed=2, device="cuda:0", task_cfg=ours)
+    assert "openEndsEpisode" not in _task(calls)["env"]
+    ours.env.openEndsEpisode = False
+    with pytest.raises(UserError, match="openEndsEpisode"):
+        make("FrankaCabinet", 32, sim="isaacgym", seed=2, device="cuda:0", task_cfg=ours)
