@@ -7,7 +7,8 @@ Runs `isaac-ppo-train task=TASK sim=mjwarp device=cuda seed=0` with GPU_SETTINGS
 SECONDS of training counted from its first iteration's row (the env's build and the kernels' loading before it
 are not counted: ShadowHand's 16,384 envs and its kernels are built in the first minute), then sends SIGTERM: the
 trainer ends its iteration, saves last.pt and exits 75 (isaac_ppo/loop/stops.py). A run that ends first (its
-max_iterations) exits 0. Whatever happens, the process is killed CAP_S seconds past SECONDS from its start.
+max_iterations) exits 0. Whatever happens, the process is killed CAP_S seconds past SECONDS from its start, and a
+build slow enough to leave less is stopped by SIGTERM SAVE_S before that (its training shorter, its last.pt saved).
 
 What comes back, in DIR/train_TASK/ (a run folder's layout, what benchmarks/gait_check.py reads): config.yaml,
 metrics.jsonl, checkpoints/last.pt and checkpoints/best.pt; and DIR/train_TASK/train.json: the command, its exit
@@ -33,6 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CAP_S = 120  # past SECONDS: the build before the first iteration, the last iteration and its save
 GRACE_S = 60  # after SIGTERM: the iteration under way, an evaluation under way, the save
+SAVE_S = 30  # SIGTERM comes at least this long before the cap, however late the first iteration came
+POLL_S = 1.0  # how often the clock looks at the run's rows
 # On a GPU an evaluation of 256 envs costs what one of 64 does (one graph replay a step), and an evaluation every
 # 2M env steps (the CPU's default) would come every ~10 s at ShadowHand's ~200k env steps/s
 GPU_SETTINGS = ["eval.interval_env_steps=10000000", "eval.num_envs=256"]
@@ -72,13 +75,14 @@ def train(argv: list, runs: Path, task: str, seconds: float, log) -> dict:
                              env=dict(os.environ, PYTHONSAFEPATH="1", PYTHONUNBUFFERED="1"))
     first_row_s, terminated_s, killed = None, None, False
     while child.poll() is None:
-        time.sleep(1.0)
+        time.sleep(POLL_S)
         now = time.monotonic() - started
         if first_row_s is None:
             run = run_folder(runs, task)
             if run is not None and rows(run):
                 first_row_s = now
-        if terminated_s is None and first_row_s is not None and now - first_row_s >= seconds:
+        due = first_row_s is not None and now - first_row_s >= seconds
+        if terminated_s is None and (due or now >= seconds + CAP_S - SAVE_S):  # (a slow build: stop it in time to save)
             os.killpg(child.pid, signal.SIGTERM)
             terminated_s = now
         late = (terminated_s is not None and now - terminated_s > GRACE_S) or now > seconds + CAP_S

@@ -195,3 +195,48 @@ def test_the_kit_trains_for_its_seconds_and_brings_back_a_run_folder_that_replay
                            f"checkpoint={run / 'checkpoints' / 'best.pt'}", "play_episodes=2",
                            f"runs_dir={tmp_path / 'play'}"], capture_output=True, text=True, timeout=300)
     assert play.returncode == 0, play.stderr[-2000:]
+
+
+FAKE_TRAINER = r"""
+import json, os, signal, sys, time
+runs, delay = sys.argv[1], float(sys.argv[2])
+run = os.path.join(runs, "train_Fake", "2026-01-01_00-00-00")
+os.makedirs(os.path.join(run, "checkpoints"))
+open(os.path.join(run, "config.yaml"), "w").write("task: {name: Fake}\n")
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(time.monotonic()))
+started = time.monotonic()
+while not stop and time.monotonic() - started < delay:  # the build
+    time.sleep(0.05)
+iteration = 0
+while not stop:
+    with open(os.path.join(run, "metrics.jsonl"), "a") as f:
+        f.write(json.dumps({"iteration": iteration, "env_steps": 100 * (iteration + 1), "fps": 1000}) + "\n")
+    iteration += 1
+    time.sleep(0.2)
+open(os.path.join(run, "checkpoints", "last.pt"), "w").write("saved")
+sys.exit(75)
+"""
+
+
+@pytest.mark.parametrize("build_s, expect_rows", [(0.5, True), (30.0, False)])
+def test_the_kits_training_is_stopped_by_sigterm_on_time_even_after_a_slow_build(tmp_path, monkeypatch,
+                                                                                  build_s, expect_rows):
+    """train.py's clock, on a fake trainer: SIGTERM SECONDS after the first row; a build that would leave no time to
+    save before the cap still gets its SIGTERM SAVE_S before the cap (not a SIGKILL), and the run's last.pt."""
+    train = load("train")
+    monkeypatch.setattr(train, "CAP_S", 4.0)
+    monkeypatch.setattr(train, "SAVE_S", 2.0)
+    monkeypatch.setattr(train, "POLL_S", 0.1)
+    script = tmp_path / "fake_trainer.py"
+    script.write_text(FAKE_TRAINER)
+    runs = tmp_path / "runs"
+    with open(tmp_path / "log", "w") as log:
+        done = train.train([sys.executable, str(script), str(runs), str(build_s)], runs, "Fake", 1.0, log)
+    assert done["rc"] == 75 and not done["killed"]
+    run = train.run_folder(runs, "Fake")
+    assert (run / "checkpoints" / "last.pt").read_text() == "saved"
+    if expect_rows:
+        assert done["sigterm_at_s"] - done["first_row_s"] >= 1.0 and len(train.rows(run)) >= 3
+    else:  # (stopped at SECONDS + CAP_S - SAVE_S = 3 s, before its 30-s build ended)
+        assert done["first_row_s"] is None and 3.0 <= done["sigterm_at_s"] < 4.0 and train.rows(run) == []
