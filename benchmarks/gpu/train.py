@@ -36,7 +36,7 @@ CAP_S = 120  # past SECONDS: the build before the first iteration, the last iter
 GRACE_S = 60  # after SIGTERM: the iteration under way, an evaluation under way, the save
 SAVE_S = 30  # SIGTERM comes at least this long before the cap, however late the first iteration came
 POLL_S = 1.0  # how often the clock looks at the run's rows
-# On a GPU an evaluation of 256 envs costs what one of 64 does (one graph replay a step), and an evaluation every
+# On a GPU a step of every eval world is one graph replay (256 envs at little more cost than 64), and an evaluation every
 # 2M env steps (the CPU's default) would come every ~10 s at ShadowHand's ~200k env steps/s
 GPU_SETTINGS = ["eval.interval_env_steps=10000000", "eval.num_envs=256"]
 DRY_SETTINGS = ["num_envs=64", "eval.interval_env_steps=2048", "eval.num_envs=8", "agent.minibatch_size=512",
