@@ -193,7 +193,8 @@ def test_the_kit_trains_for_its_seconds_and_brings_back_a_run_folder_that_replay
     assert len([p for p in out.rglob("*") if p.is_file()]) <= 8  # (the device tool brings back 8 files at most)
     play = subprocess.run([sys.executable, "-m", "isaac_ppo.train", "task=Cartpole", "sim=mujoco", "test=true",
                            f"checkpoint={run / 'checkpoints' / 'best.pt'}", "play_episodes=2",
-                           f"runs_dir={tmp_path / 'play'}"], capture_output=True, text=True, timeout=300)
+                           f"runs_dir={tmp_path / 'play'}"], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)  # (not the checkout, whose isaac_ppo/ lacks the installed package's cfg/)
     assert play.returncode == 0, play.stderr[-2000:]
 
 
