@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from isaac_ppo.lab.watch import read_rows  # (whole rows: one still being written is left out)
+
 REPO = Path(__file__).resolve().parents[2]
 CAP_S = 120  # past SECONDS: the build before the first iteration, the last iteration and its save
 GRACE_S = 60  # after SIGTERM: the iteration under way, an evaluation under way, the save
@@ -51,16 +53,7 @@ def command(task: str, runs: Path, dry: bool, overrides: list) -> list:
 
 
 def rows(run: Path) -> list:
-    path = run / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:  # (a line being written)
-            pass
-    return out
+    return read_rows(str(run / "metrics.jsonl"))
 
 
 def run_folder(runs: Path, task: str):

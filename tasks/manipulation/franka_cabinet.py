@@ -103,6 +103,7 @@ class FrankaCabinet(MujocoTask):
         self.default_pos = torch.tensor(DEFAULT_DOF_POS, device=on)
         self.speed = torch.tensor(SPEED_SCALES, device=on) * ACTION_DT * float(env["actionScale"])
         self.velocity_scale = float(env["dofVelocityScale"])
+        # (a run's config.yaml from before the key has none: IsaacGymEnvs' behaviour, the YAML's default)
         self.open_ends_episode = bool(env.get("openEndsEpisode", True))
         self.scales = {key: float(env[key]) for key in (
             "distRewardScale", "rotRewardScale", "aroundHandleRewardScale", "openRewardScale",
