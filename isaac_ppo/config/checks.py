@@ -134,7 +134,21 @@ def check_task_parameters(task: Dict[str, Any]) -> None:
         raise UserError(f"task.name={task.get('name')!r} must be the task's name (task=NAME picks one)")
     declared = task_domains(task["name"])
     if declared is not None:
+        check_solve_measures(task["name"], task.get("solve_measures") or {}, declared)
         domains.check(domains.flat(task), declared, prefix="task.")
+
+
+def check_solve_measures(name: str, solve_measures: Any, declared: Dict[str, Domain]) -> None:
+    """task.solve_measures: evaluation measure -> its thresholds, each measure one the task declares thresholds for
+    (a `solve_measures.NAME` domain in its family's DOMAINS: the measures it reports, eval.NAME, that mean success)."""
+    if not isinstance(solve_measures, dict):
+        raise UserError(f"task.solve_measures={solve_measures!r} must map evaluation measures to lists of thresholds")
+    allowed = sorted(key.split(".", 1)[1] for key in declared if key.startswith("solve_measures."))
+    for measure in solve_measures:
+        if measure not in allowed:
+            offer = f"its measures with thresholds: {', '.join(allowed)}" if allowed else "it declares none"
+            raise UserError(f"task.solve_measures.{measure}: task {name} has no evaluation measure {measure!r} to "
+                            f"solve by ({offer})")
 
 
 def task_domains(name: str) -> Optional[Dict[str, Any]]:

@@ -18,8 +18,8 @@ PROPORTIONS_TOLERANCE = 1e-6  # (a YAML list of decimals such as [0.1, 0.1, 0.35
 
 @dataclasses.dataclass(frozen=True)
 class Domain:
-    # "real", "int", "bool", "choice", "pair" (a [min, max] list of two reals, min <= max) or "proportions" (a list
-    # of `count` shares, each >= 0, summing to 1)
+    # "real", "int", "bool", "choice", "pair" (a [min, max] list of two reals, min <= max), "proportions" (a list
+    # of `count` shares, each >= 0, summing to 1) or "thresholds" (a list of reals, each in [low, high])
     kind: str
     low: Optional[float] = None
     high: Optional[float] = None
@@ -36,13 +36,11 @@ class Domain:
             text = "one of " + ", ".join(str(c) for c in self.choices)
         elif self.kind == "proportions":
             text = f"a list of {self.count} proportions, each >= 0, summing to 1"
+        elif self.kind == "thresholds":
+            text = f"a list of numbers, each in {_interval(self)}"
         else:
-            low = "-inf" if self.low is None else f"{self.low:g}"
-            high = "inf" if self.high is None else f"{self.high:g}"
-            left = "(" if self.low is None or self.low_open else "["
-            right = ")" if self.high is None or self.high_open else "]"
             kind = {"int": "an integer", "real": "a number", "pair": "a pair [min, max], min <= max, of numbers"}
-            text = f"{kind[self.kind]} in {left}{low}, {high}{right}"
+            text = f"{kind[self.kind]} in {_interval(self)}"
         return text + (" or null" if self.optional else "")
 
     def admits(self, value: Any) -> bool:
@@ -58,6 +56,8 @@ class Domain:
         if self.kind == "proportions":
             return (isinstance(value, (list, tuple)) and len(value) == self.count
                     and all(map(self._admits_number, value)) and abs(sum(value) - 1.0) <= PROPORTIONS_TOLERANCE)
+        if self.kind == "thresholds":
+            return isinstance(value, (list, tuple)) and all(map(self._admits_number, value))
         return self._admits_number(value)
 
     def _admits_number(self, value: Any) -> bool:
@@ -70,6 +70,14 @@ class Domain:
         if self.low is not None and (value < self.low or (value == self.low and self.low_open)):
             return False
         return self.high is None or value < self.high or (value == self.high and not self.high_open)
+
+
+def _interval(domain: Domain) -> str:
+    low = "-inf" if domain.low is None else f"{domain.low:g}"
+    high = "inf" if domain.high is None else f"{domain.high:g}"
+    left = "(" if domain.low is None or domain.low_open else "["
+    right = ")" if domain.high is None or domain.high_open else "]"
+    return f"{left}{low}, {high}{right}"
 
 
 def real(low: Optional[float] = None, high: Optional[float] = None, *, low_open: bool = False,
@@ -96,6 +104,12 @@ def pair(low: Optional[float] = None, high: Optional[float] = None, *, low_open:
 def proportions(count: int) -> Domain:
     """count shares of a whole, each >= 0, summing to 1 (within PROPORTIONS_TOLERANCE): a terrain's kinds."""
     return Domain("proportions", 0.0, count=count)
+
+
+def thresholds(low: Optional[float] = None, high: Optional[float] = None) -> Domain:
+    """A list of numbers, each in [low, high]: the levels of an evaluation measure that count as solving a task
+    (a task's solve_measures)."""
+    return Domain("thresholds", low, high)
 
 
 def boolean(optional: bool = False) -> Domain:

@@ -103,7 +103,7 @@ def make(
     if backend == "isaacgym":
         given = OmegaConf.to_container(cfg, resolve=True)
         defaults = OmegaConf.to_container(load_task_config(task), resolve=True)
-        ours = ("mujoco", "name", "solve_thresholds", "eval_env")  # (the port's, and our evaluation's: not IsaacGymEnvs')
+        ours = ("mujoco", "name", "solve_thresholds", "solve_measures", "eval_env")  # (the port's, and our evaluation's: not IsaacGymEnvs')
         changes = isaacgym_backend.changed_leaves({k: v for k, v in given.items() if k not in ours}, defaults)
         changes.pop("env.numEnvs", None)  # (num_envs is forwarded as such)
         return isaacgym_backend.make_env(task, num_envs, seed, device, changes, isaacgym_options)

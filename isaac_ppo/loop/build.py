@@ -124,4 +124,6 @@ def build_evaluator(cfg: DictConfig, env: Any, device: Optional[str] = None, mai
     seed = cfg.seed + EVAL_SEED_OFFSET
     eval_env = _make_env(cfg, cfg.eval.num_envs, seed, device, evaluation=True) if evaluates else None
     thresholds = tuple(cfg.task.get("solve_thresholds") or ())
-    return Evaluator(eval_env, cfg.eval.interval_env_steps, cfg.eval.final, cfg.eval.stochastic, seed, thresholds)
+    measures = {name: tuple(values) for name, values in (cfg.task.get("solve_measures") or {}).items()}
+    return Evaluator(eval_env, cfg.eval.interval_env_steps, cfg.eval.final, cfg.eval.stochastic, seed, thresholds,
+                     measures)

@@ -8,6 +8,7 @@ distribution, whatever the lengths, so the mean over envs is unbiased and its bo
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -122,10 +123,12 @@ class Evaluator:
 
     Time to solve: for each of the task's `solve_thresholds`, the first evaluation whose mean return reached it,
     with its env steps and the run's seconds at that moment, evaluation time included (`wall_s`: the training's
-    wall clock plus every evaluation's so far)."""
+    wall clock plus every evaluation's so far); and the same for each threshold of the task's `solve_measures`
+    (measure_thresholds: an evaluation measure's name -> its thresholds, e.g. FrankaCabinet's drawer_opened, the
+    share of episodes that opened the drawer), for a task whose success is no return."""
 
     def __init__(self, env: Optional[Any], interval: int, final: bool, stochastic: bool = False, seed: int = 0,
-                 thresholds: Tuple[float, ...] = ()):
+                 thresholds: Tuple[float, ...] = (), measure_thresholds: Optional[Dict[str, Tuple[float, ...]]] = None):
         self.env = env  # None: no evaluation (ranks other than 0, or eval.interval_env_steps=0 and eval.final=false)
         self.interval = interval if env is not None else 0
         self.final = final and env is not None
@@ -133,6 +136,9 @@ class Evaluator:
         self.spent_s = 0.0  # every evaluation's seconds, this run's (resumes included)
         self.solved: Dict[float, Dict[str, Any]] = {}  # threshold -> the first evaluation that reached it
         self.thresholds = tuple(float(t) for t in thresholds)
+        self.measure_thresholds = {name: tuple(float(t) for t in values)
+                                   for name, values in (measure_thresholds or {}).items()}
+        self.solved_measures: Dict[str, Dict[float, Dict[str, Any]]] = {name: {} for name in self.measure_thresholds}
 
     def when_due(self, model: Any, env_steps_before: int, steps: int, iteration: int,
                  wall_s: float = 0.0) -> Optional[Dict[str, Any]]:
@@ -153,9 +159,14 @@ class Evaluator:
         self.spent_s += seconds
         result.update(env_steps=env_steps, policy_version=iteration + 1, seconds=round(seconds, 3),
                       wall_s=round(wall_s + self.spent_s, 3))
+        reached = {"seconds": result["wall_s"], "env_steps": env_steps}
         for threshold in self.thresholds:
             if threshold not in self.solved and result["return_mean"] >= threshold:
-                self.solved[threshold] = {"seconds": result["wall_s"], "env_steps": env_steps}
+                self.solved[threshold] = reached
+        for name, values in self.measure_thresholds.items():
+            for threshold in values:  # (NaN, every episode diverged, reaches nothing)
+                if threshold not in self.solved_measures[name] and result.get(name, math.nan) >= threshold:
+                    self.solved_measures[name][threshold] = reached
         return result
 
     def solve_times(self) -> List[Dict[str, Any]]:
@@ -163,6 +174,20 @@ class Evaluator:
         it (null when none did)."""
         return [dict({"threshold": t, "seconds": None, "env_steps": None}, **self.solved.get(t, {}))
                 for t in self.thresholds]
+
+    def measure_solve_times(self) -> List[Dict[str, Any]]:
+        """metrics.json's measure_solve_times: solve_times for each threshold of each of the task's solve_measures."""
+        return [dict({"measure": name, "threshold": t, "seconds": None, "env_steps": None},
+                     **self.solved_measures[name].get(t, {}))
+                for name, values in self.measure_thresholds.items() for t in values]
+
+    def solve_record(self) -> Dict[str, List[Dict[str, Any]]]:
+        """What metrics.json records of time to solve: solve_times, and measure_solve_times for a task with
+        solve_measures."""
+        record = {"solve_times": self.solve_times()}
+        if self.measure_thresholds:
+            record["measure_solve_times"] = self.measure_solve_times()
+        return record
 
     def _play(self, policy: Policy, iteration: int) -> Dict[str, Any]:
         episodes = first_episodes(self.env, policy)
@@ -184,7 +209,9 @@ class Evaluator:
         state = self.env.state_dict()
         if self.noise is not None:
             state["eval_noise"] = self.noise.get_state()
-        state["eval_clock"] = {"spent_s": self.spent_s, "solved": {str(t): v for t, v in self.solved.items()}}
+        state["eval_clock"] = {"spent_s": self.spent_s, "solved": {str(t): v for t, v in self.solved.items()},
+                               "solved_measures": {name: {str(t): v for t, v in solved.items()}
+                                                   for name, solved in self.solved_measures.items()}}
         return state
 
     def load_state_dict(self, state: Optional[Dict[str, Any]]) -> None:
@@ -194,6 +221,9 @@ class Evaluator:
             clock = state.pop("eval_clock", {"spent_s": 0.0, "solved": {}})
             self.spent_s = clock["spent_s"]
             self.solved = {float(t): v for t, v in clock["solved"].items()}
+            saved = clock.get("solved_measures", {})  # (none in a checkpoint from before solve_measures)
+            self.solved_measures = {name: {float(t): v for t, v in saved.get(name, {}).items()}
+                                    for name in self.measure_thresholds}
             self.env.load_state_dict(state)
             if noise is not None and self.noise is not None:
                 self.noise.set_state(noise)

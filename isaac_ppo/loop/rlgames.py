@@ -427,7 +427,7 @@ def train_with_rl_games(cfg: Any, env: Any, run_dir: str) -> Dict[str, Any]:
                 algo = observer.algo
                 extra["final_eval"] = evaluator(RlGamesPolicy(algo), int(algo.frame), observer.epochs_logged - 1,
                                                 logger.last.get("wall_s", 0.0))
-            summary = logger.summary(dict(extra, solve_times=evaluator.solve_times()))
+            summary = logger.summary(dict(extra, **evaluator.solve_record()))
         finally:
             logger.close()
     if stops.requested:  # (the caller ends the process with a failure status: not finished, not resumable)

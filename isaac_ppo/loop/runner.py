@@ -93,7 +93,7 @@ class Runner:
         if self.evaluator.final and not self.stops.requested:  # (a preempted run ends now)
             extra["final_eval"] = self.evaluator(self.model, self.env_steps, self.iteration - 1, self.wall_s)
             self.checkpointer.offer_best(self.evaluator.score(extra["final_eval"], None), self.policy_state)
-        extra["solve_times"] = self.evaluator.solve_times()
+        extra.update(self.evaluator.solve_record())
         if self.comm.world_size > 1:  # equal digests: every rank ends with bit-identical learner state
             learner = [t for _, t in sorted(self.model.state_dict().items())]
             extra.update(world_size=self.comm.world_size, rank_digests=self.comm.digests(learner))

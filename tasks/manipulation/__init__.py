@@ -3,7 +3,7 @@ forward kinematics they share (kinematics.py) and each task's model in assets/.
 
 DOMAINS: what each task's own parameters may hold (config/domains.py), checked before anything is built; torch-free
 here so that a refused config never waits for torch to import. Key names are IsaacGymEnvs'."""
-from isaac_ppo.config.domains import boolean, choice, integer, positive, real
+from isaac_ppo.config.domains import boolean, choice, integer, positive, real, thresholds
 
 # FrankaCabinet: at most the 16 props IsaacGymEnvs lays out in the drawer (4 x 4); the action and velocity scales
 # positive (0 would freeze the arm or blind the policy); the reward's weights pay at 0 or above, and its action
@@ -11,6 +11,7 @@ from isaac_ppo.config.domains import boolean, choice, integer, positive, real
 FRANKA_CABINET = {
     "env.numProps": integer(0, 16), "env.actionScale": positive(), "env.dofVelocityScale": positive(),
     "env.openEndsEpisode": boolean(), "eval_env.env.openEndsEpisode": boolean(),
+    "solve_measures.drawer_opened": thresholds(0.0, 1.0),  # (a share of evaluation episodes)
     **{f"env.{key}": real(0.0) for key in ("distRewardScale", "rotRewardScale", "aroundHandleRewardScale",
                                            "openRewardScale", "fingerDistRewardScale", "actionPenaltyScale")},
 }
@@ -27,5 +28,6 @@ SHADOW_HAND = {
     "env.actionPenaltyScale": real(None, 0.0), "env.reachGoalBonus": real(0.0), "env.fallDistance": positive(),
     "env.fallPenalty": real(None, 0.0), "env.successTolerance": positive(), "env.maxConsecutiveSuccesses": integer(0),
     "env.averFactor": real(0.0, 1.0),
+    "solve_measures.successes": thresholds(0.0),  # (goals reached per evaluation episode)
 }
 DOMAINS = {"FrankaCabinet": FRANKA_CABINET, "ShadowHand": SHADOW_HAND}

@@ -11,12 +11,13 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from isaac_ppo.config import load
 from isaac_ppo.config.checks import RUN_DOMAINS
 from isaac_ppo.config.compose import compose_config
-from isaac_ppo.config.domains import boolean, flat, pair, proportions, real
+from isaac_ppo.config.domains import boolean, flat, pair, proportions, real, thresholds
 from isaac_ppo.errors import UserError
 from isaac_ppo.tasks import TASKS, parameter_domains
 
@@ -59,6 +60,14 @@ SMALL = ["num_envs=64", "agent.minibatch_size=256", "max_iterations=1", "sim=muj
      "task.env.objectType='egg' is outside its domain: one of block"),
     ("task=ShadowHand task.env.successTolerance=0",
      "task.env.successTolerance=0 is outside its domain: a number in (0, inf)"),
+    # a threshold of a measure of success: a share above 1; a measure the task does not report
+    ("task=FrankaCabinet task.solve_measures.drawer_opened=[0.5,1.5]",
+     "task.solve_measures.drawer_opened=[0.5, 1.5] is outside its domain: a list of numbers, each in [0, 1]"),
+    ("task=ShadowHand +task.solve_measures.return_mean=[100]",
+     "task.solve_measures.return_mean: task ShadowHand has no evaluation measure 'return_mean' to solve by (its "
+     "measures with thresholds: successes)"),
+    ("task=Ant +task.solve_measures.speed=[1]",
+     "task.solve_measures.speed: task Ant has no evaluation measure 'speed' to solve by (it declares none)"),
 ])
 def test_the_reported_cases_are_one_line_before_anything_is_made(tmp_path, override, message):
     with pytest.raises(UserError) as caught:
@@ -111,6 +120,25 @@ def test_asymmetric_on_a_task_without_critic_observations_is_one_line_and_exit_2
     assert len(lines) == 1 and lines[0].startswith("isaac-ppo-train: asymmetric=true: task=Ant has no critic "
                                                    "observations"), lines
     assert os.listdir(tmp_path) == []
+
+
+SOLVE_MEASURES = {task: sorted(k.split(".", 1)[1] for k in parameter_domains(task) if k.startswith("solve_measures."))
+                  for task in TASKS}
+
+
+@pytest.mark.parametrize("task", sorted(t for t, measures in SOLVE_MEASURES.items() if measures))
+def test_a_measure_a_task_can_be_solved_by_is_one_its_evaluation_reports(task):
+    """Each `solve_measures.NAME` a task declares is a measure or outcome its steps report (what evaluation averages
+    into eval.NAME), and its task config sets thresholds for it."""
+    from isaac_ppo.envs import make
+
+    env = make(task, 2, sim="mujoco", seed=0)
+    env.reset()
+    extras = env.step(torch.zeros(2, env.num_actions))[3]
+    reported = set(extras.get("measures", {})) | set(extras.get("outcomes", {}))
+    assert set(SOLVE_MEASURES[task]) <= reported, (SOLVE_MEASURES[task], sorted(reported))
+    declared = OmegaConf.to_container(compose_config([f"task={task}", *SMALL]).task.solve_measures)
+    assert sorted(declared) == SOLVE_MEASURES[task] and all(declared.values())
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))
@@ -208,6 +236,11 @@ def test_a_domain_describes_its_bounds():
     assert kinds.admits([0.1, 0.2, 0.7]) and kinds.admits([1, 0, 0])
     for outside in ([0.5, 0.5], [0.5, 0.6, -0.1], [0.2, 0.2, 0.2], [0.5, 0.5, float("nan")], 1.0, ["a", "b", "c"]):
         assert not kinds.admits(outside), outside
+    shares = thresholds(0.0, 1.0)  # (a measure of success's levels: FrankaCabinet's drawer_opened)
+    assert shares.describe() == "a list of numbers, each in [0, 1]"
+    assert shares.admits([0.5, 0.9]) and shares.admits([]) and shares.admits([1])
+    for outside in ([0.5, 1.5], [float("nan")], 0.5, ["a"], [True]):
+        assert not shares.admits(outside), outside
     frictions = pair(0.0, 10.0, low_open=True)  # (MuJoCo Warp gives NaN for a friction of exactly 0)
     assert not frictions.admits([0.0, 1.0]) and frictions.admits([0.5, 1.25])
     switch = boolean()  # (task.mujoco.refsafe: a number where a switch is meant is refused, not read as one)

@@ -174,6 +174,31 @@ def test_evaluation_is_of_the_task_with_its_terminal_line_whatever_the_training_
     assert (training.open_ends_episode, evaluation.open_ends_episode) == (False, True)
 
 
+@pytest.mark.slow
+def test_a_training_records_its_time_to_solve_by_drawer_opened_in_metrics_json(tmp_path):
+    """The task's solve_measures through the CLI: its final evaluation (4 episodes of an untrained policy, none of
+    which opens the drawer: drawer_opened 0) reaches a threshold of 0 and not one of 0.5, and metrics.json records
+    both under measure_solve_times, at that evaluation's env steps."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "isaac_ppo.train", "task=FrankaCabinet", "sim=mujoco", "num_envs=8",
+                           "max_iterations=1", "agent.minibatch_size=64", "eval.num_envs=4", "eval.interval_env_steps=0",
+                           "task.env.numProps=0", "task.solve_measures.drawer_opened=[0,0.5]", "experiment=solve",
+                           f"runs_dir={tmp_path}"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (metrics,) = tmp_path.rglob("metrics.json")
+    with open(metrics) as f:
+        summary = json.load(f)
+    final = summary["final_eval"]
+    assert final["drawer_opened"] == 0.0 and final["env_steps"] == 128
+    assert summary["solve_times"] == []  # (no return threshold)
+    assert summary["measure_solve_times"] == [
+        {"measure": "drawer_opened", "threshold": 0.0, "seconds": final["wall_s"], "env_steps": 128},
+        {"measure": "drawer_opened", "threshold": 0.5, "seconds": None, "env_steps": None}]
+
+
 def test_the_props_are_built_into_the_drawer_as_isaacgymenvs_lays_them():
     bare = make("FrankaCabinet", 1, sim="mujoco", env={"numProps": 0})
     full = make("FrankaCabinet", 1, sim="mujoco", env={"numProps": 16})

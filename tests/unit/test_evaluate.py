@@ -181,3 +181,72 @@ def test_time_to_solve_counts_evaluation_time_and_resumes():
     resumed.load_state_dict(evaluator.state_dict())
     assert resumed.solve_times() == evaluator.solve_times() and resumed.spent_s == evaluator.spent_s
 
+
+
+class SetOutcomeEnv:
+    """Episodes of 3 steps whose outcome `opened` (read at the last step, as FrankaCabinet's drawer_opened) is 1 in
+    the first `opened_envs` envs, 0 in the others: the evaluation's mean of it is opened_envs / num_envs."""
+
+    num_obs, num_actions, max_episode_length = 1, 1, 3
+
+    def __init__(self, num_envs: int):
+        self.num_envs, self.device, self.opened_envs = num_envs, torch.device("cpu"), 0
+        self.t = torch.zeros(num_envs, dtype=torch.long)
+
+    def reset(self):
+        self.t.zero_()
+        return {"obs": torch.zeros(self.num_envs, 1)}
+
+    def step(self, actions):
+        self.t += 1
+        resets = self.t >= 3
+        self.t[resets] = 0
+        opened = (torch.arange(self.num_envs) < self.opened_envs).float()
+        return ({"obs": torch.zeros(self.num_envs, 1)}, torch.ones(self.num_envs), resets,
+                {"time_outs": resets.clone(), "outcomes": {"opened": opened}})
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def test_time_to_solve_by_a_measure_records_its_first_evaluation_at_each_threshold_and_resumes():
+    from isaac_ppo.loop.evaluate import Evaluator
+
+    def model(obs):
+        return torch.zeros(len(obs), 1), torch.zeros(len(obs), 1)
+
+    env = SetOutcomeEnv(4)
+    evaluator = Evaluator(env, 1000, True, thresholds=(3.0,), measure_thresholds={"opened": (0.5, 0.9)})
+    env.opened_envs = 1
+    first = evaluator(model, env_steps=1000, iteration=0, wall_s=5.0)
+    env.opened_envs = 2
+    second = evaluator(model, env_steps=2000, iteration=1, wall_s=9.0)
+    assert (first["opened"], second["opened"], first["return_mean"]) == (0.25, 0.5, 3.0)
+    # the return's threshold at the first evaluation, the measure's 0.5 at the second, its 0.9 never
+    assert evaluator.solve_times() == [{"threshold": 3.0, "seconds": first["wall_s"], "env_steps": 1000}]
+    assert evaluator.measure_solve_times() == [
+        {"measure": "opened", "threshold": 0.5, "seconds": second["wall_s"], "env_steps": 2000},
+        {"measure": "opened", "threshold": 0.9, "seconds": None, "env_steps": None}]
+    env.opened_envs = 4
+    evaluator(model, env_steps=3000, iteration=2, wall_s=12.0)
+    assert [e["env_steps"] for e in evaluator.measure_solve_times()] == [2000, 3000]  # (0.5 keeps its first)
+    resumed = Evaluator(SetOutcomeEnv(4), 1000, True, thresholds=(3.0,), measure_thresholds={"opened": (0.5, 0.9)})
+    resumed.load_state_dict(evaluator.state_dict())
+    assert resumed.solve_record() == evaluator.solve_record() == {
+        "solve_times": evaluator.solve_times(), "measure_solve_times": evaluator.measure_solve_times()}
+
+
+def test_a_task_without_solve_measures_records_no_measure_solve_times_and_old_checkpoints_load():
+    from isaac_ppo.loop.evaluate import Evaluator
+
+    evaluator = Evaluator(SetOutcomeEnv(2), 1000, True, thresholds=(1.0,))
+    assert list(evaluator.solve_record()) == ["solve_times"]
+    with_measures = Evaluator(SetOutcomeEnv(2), 1000, True, measure_thresholds={"opened": (0.5,)})
+    state = with_measures.state_dict()
+    del state["eval_clock"]["solved_measures"]  # (a checkpoint written before solve_measures)
+    with_measures.load_state_dict(state)
+    assert with_measures.measure_solve_times() == [
+        {"measure": "opened", "threshold": 0.5, "seconds": None, "env_steps": None}]

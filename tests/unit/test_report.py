@@ -432,6 +432,30 @@ def test_time_to_solve_per_threshold_with_a_ci_over_the_runs_that_reached_it(tmp
     assert float(table["256"]["time_to_475_iqm_s"]) == 33.0 and table["256"]["time_to_1000_reached"] == "0"
 
 
+def test_time_to_solve_by_a_measure_beside_the_returns_and_named_by_it(tmp_path, capsys):
+    """measure_solve_times (a task's solve_measures, e.g. FrankaCabinet's drawer_opened) get columns of their own,
+    after the return thresholds', named by the measure: a measure threshold equal to a return threshold is no
+    return threshold."""
+    times = {0: 40.0, 1: 50.0, 2: None}
+    for seed, seconds in times.items():
+        folder = make_run(str(tmp_path / "runs" / str(seed)), overrides(128, seed), curve(100.0), seed=seed)
+        with open(os.path.join(folder, "metrics.json")) as f:
+            summary = json.load(f)
+        summary["solve_times"] = [{"threshold": 0.9, "seconds": 5.0, "env_steps": 10}]
+        summary["measure_solve_times"] = [
+            {"measure": "drawer_opened", "threshold": 0.9, "seconds": seconds, "env_steps": 1000 if seconds else None}]
+        with open(os.path.join(folder, "metrics.json"), "w") as f:
+            json.dump(summary, f)
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "time to" in line)
+    assert header.index("time to 0.9 (IQM") < header.index("time to drawer_opened 0.9 (IQM [CI], reached)")
+    assert "0:00:05 [0:00:05, 0:00:05] 3/3" in out and "0:00:45 [0:00:40, 0:00:50] 2/3" in out
+    (row,) = read_csv(tmp_path / "out" / "report.csv")
+    assert row["time_to_0.9_reached"] == "3" and float(row["time_to_0.9_iqm_s"]) == 5.0
+    assert row["time_to_drawer_opened_0.9_reached"] == "2" and float(row["time_to_drawer_opened_0.9_iqm_s"]) == 45.0
+
+
 def test_a_study_names_its_groups_by_arm(sweep):
     """The study report passes run folder -> arm: groups whose runs share one arm are labelled by it (figures,
     legends), not by their override strings; a group whose runs carry no name or two names keeps its overrides."""

@@ -19,6 +19,11 @@ from isaac_ppo.lab.report.runs import (Run, _get, check_metric, default_metric, 
 from isaac_ppo.stats import iqm, stratified_bootstrap_ci
 
 
+# A goal of time to solve: (measure, threshold). RETURN, the evaluation return (solve_times' thresholds), sorts before
+# any evaluation measure's (measure_solve_times', e.g. FrankaCabinet's ("drawer_opened", 0.9)).
+RETURN = ""
+Goal = Tuple[str, float]
+
 # ------------------------------------------------------------------------------------------ grouping
 
 
@@ -32,8 +37,8 @@ class Group:
     ci: Tuple[float, float] = (math.nan, math.nan)
     env_steps: float = math.nan  # median final env steps of the runs in the statistics
     wall_s: float = math.nan  # mean wall time of the runs in the statistics
-    # time to solve, per threshold: (runs that reached it, runs in the statistics, IQM seconds, its 95% CI)
-    solve: Dict[float, Tuple[int, int, float, Tuple[float, float]]] = field(default_factory=dict)
+    # time to solve, per goal: (runs that reached it, runs in the statistics, IQM seconds, its 95% CI)
+    solve: Dict[Goal, Tuple[int, int, float, Tuple[float, float]]] = field(default_factory=dict)
     name: str = ""  # a caller's name for the group (a study's arm), shown instead of its overrides
 
     @property
@@ -120,12 +125,14 @@ def summarise_group(group: Group, metric: str, reps: int, seed: int) -> None:
 
 
 def summarise_solve_times(group: Group, reps: int, seed: int) -> None:
-    """Per threshold of the runs' solve_times (metrics.json): how many reached it, and the IQM of their seconds
-    to it with its 95% CI (over the runs that reached it: a run that never did has no time to average)."""
-    reached: Dict[float, List[Tuple[float, str]]] = {}
+    """Per threshold of the runs' solve_times and measure_solve_times (metrics.json): how many reached it, and the
+    IQM of their seconds to it with its 95% CI (over the runs that reached it: a run that never did has no time to
+    average)."""
+    reached: Dict[Goal, List[Tuple[float, str]]] = {}
     for run in group.used:
-        for entry in (run.summary or {}).get("solve_times") or []:
-            times = reached.setdefault(float(entry["threshold"]), [])
+        summary = run.summary or {}
+        for entry in (summary.get("solve_times") or []) + (summary.get("measure_solve_times") or []):
+            times = reached.setdefault((entry.get("measure", RETURN), float(entry["threshold"])), [])
             if entry.get("seconds") is not None:
                 times.append((float(entry["seconds"]), run.task))
     for threshold, times in sorted(reached.items()):

@@ -7,7 +7,7 @@ import os
 from typing import List, Optional, Sequence, Tuple
 
 from isaac_ppo.lab.archive import shown
-from isaac_ppo.lab.report.groups import Report
+from isaac_ppo.lab.report.groups import RETURN, Goal, Report
 from isaac_ppo.lab.report.runs import EVAL_METRIC, TRAINING_METRIC, _fmt_steps, run_final
 
 
@@ -15,9 +15,9 @@ def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
     """The summary table as (headers, formatted cells), shared by the console and report.md."""
     keys = _key_headers(report)
     named = keys[0] == "name"
-    thresholds = sorted({t for group in report.groups for t in group.solve})
+    goals = sorted({goal for group in report.groups for goal in group.solve})
     headers = keys + ["runs", f"IQM {report.metric}", "95% CI", "env steps", "wall"] + [
-        f"time to {_fmt_value(t)} (IQM [CI], reached)" for t in thresholds]
+        f"time to {_goal_text(goal)} (IQM [CI], reached)" for goal in goals]
     rows = []
     for group in report.groups:
         cells = [group.values[k] for k in report.swept] if report.swept else ([] if named else ["all"])
@@ -30,12 +30,18 @@ def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
             cells += [_fmt_value(group.iqm), ci, _fmt_steps(group.env_steps), _fmt_duration(group.wall_s)]
         else:
             cells += ["-", "-", "-", "-"]
-        for threshold in thresholds:
-            reached, runs, value, (low, high) = group.solve.get(threshold, (0, 0, math.nan, (math.nan, math.nan)))
+        for goal in goals:
+            reached, runs, value, (low, high) = group.solve.get(goal, (0, 0, math.nan, (math.nan, math.nan)))
             timing = f"{_fmt_duration(value)} [{_fmt_duration(low)}, {_fmt_duration(high)}] " if reached else ""
             cells.append(f"{timing}{reached}/{runs}")
         rows.append(cells)
     return headers, rows
+
+
+def _goal_text(goal: Goal) -> str:
+    """A return threshold as the number (time to 3000), a measure's with its name (time to drawer_opened 0.9)."""
+    measure, threshold = goal
+    return _fmt_value(threshold) if measure == RETURN else f"{measure} {_fmt_value(threshold)}"
 
 
 def _key_headers(report: Report) -> List[str]:
@@ -113,14 +119,15 @@ def markdown_text(report: Report, figures: Sequence[str]) -> str:
 def write_csvs(report: Report, out: str) -> List[str]:
     """report.csv (one row per group, raw numbers) and runs.csv (one row per run)."""
     groups_path = os.path.join(out, "report.csv")
-    thresholds = sorted({t for group in report.groups for t in group.solve})
+    goals = sorted({goal for group in report.groups for goal in group.solve})
     with open(groups_path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(report.swept + ["metric", "runs_complete", "runs_total", "runs_in_statistics", "iqm",
                                         "ci_low", "ci_high", "env_steps_median", "wall_s_mean"] + [
-            f"time_to_{_raw(t)}_{what}" for t in thresholds for what in ("reached", "iqm_s", "ci_low_s", "ci_high_s")])
+            f"time_to_{'' if measure == RETURN else measure + '_'}{_raw(t)}_{what}" for measure, t in goals
+            for what in ("reached", "iqm_s", "ci_low_s", "ci_high_s")])
         for group in report.groups:
-            solve = [group.solve.get(t, (0, 0, math.nan, (math.nan, math.nan))) for t in thresholds]
+            solve = [group.solve.get(goal, (0, 0, math.nan, (math.nan, math.nan))) for goal in goals]
             writer.writerow([group.values[k] for k in report.swept] + [
                 report.metric, sum(r.complete for r in group.runs), len(group.runs), len(group.used),
                 _raw(group.iqm), _raw(group.ci[0]), _raw(group.ci[1]), _raw(group.env_steps), _raw(group.wall_s),
