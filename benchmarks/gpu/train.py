@@ -12,8 +12,8 @@ build slow enough to leave less is stopped by SIGTERM SAVE_S before that (its tr
 
 What comes back, in DIR/train_TASK/ (a run folder's layout, what benchmarks/gait_check.py reads): config.yaml,
 metrics.jsonl, checkpoints/last.pt and checkpoints/best.pt; and DIR/train_TASK/train.json: the command, its exit
-status, the seconds of building and of training, env steps, the median env steps/s, every evaluation and the
-output's last lines. Five files: the device tool brings back at most 8 (16 MiB each, two folders down), and a
+status, the seconds of building and of training, env steps, the median env steps/s, every evaluation, the run's
+time to solve (metrics.json's solve_times and measure_solve_times) and the output's last lines. Five files: the device tool brings back at most 8 (16 MiB each, two folders down), and a
 call that also runs the proof adds its 3 (proof.json, proof.log, nvidia-smi.txt).
 
 --dry: Cartpole on Warp's CPU device, 64 envs, CUDA hidden (tests/integration/test_gpu_kit.py).
@@ -93,10 +93,15 @@ def summary(run, done: dict) -> dict:
     iterations = [r for r in logged if "iteration" in r]
     fps = [r["fps"] for r in iterations if r.get("fps")]
     evaluations = [dict(r["eval"]) for r in logged if isinstance(r.get("eval"), dict)]
+    # time to solve as the run recorded it (metrics.json, written also when SIGTERM stops it): the task's return
+    # thresholds and its solve_measures' (ShadowHand's successes), without a sixth file to bring back
+    finished = run / "metrics.json" if run is not None else None
+    recorded = json.loads(finished.read_text()) if finished is not None and finished.is_file() else {}
     return dict(done, iterations=len(iterations),
                 env_steps=max((r.get("env_steps", 0) for r in iterations), default=0),
                 median_env_steps_per_s=round(statistics.median(fps)) if fps else None,
-                evaluations=evaluations)
+                evaluations=evaluations,
+                **{key: recorded[key] for key in ("solve_times", "measure_solve_times") if key in recorded})
 
 
 def main(argv: list) -> int:

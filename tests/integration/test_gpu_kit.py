@@ -190,6 +190,7 @@ def test_the_kit_trains_for_its_seconds_and_brings_back_a_run_folder_that_replay
     assert result["brought"] == ["config.yaml", "metrics.jsonl", "checkpoints/last.pt", "checkpoints/best.pt"]
     assert result["iterations"] >= 1 and result["env_steps"] == 1024 * result["iterations"]
     assert result["evaluations"] and all(e["episodes"] == 8 for e in result["evaluations"])
+    assert [entry["threshold"] for entry in result["solve_times"]] == [475.0]  # (Cartpole's, from its metrics.json)
     assert len([p for p in out.rglob("*") if p.is_file()]) <= 8  # (the device tool brings back 8 files at most)
     play = subprocess.run([sys.executable, "-m", "isaac_ppo.train", "task=Cartpole", "sim=mujoco", "test=true",
                            f"checkpoint={run / 'checkpoints' / 'best.pt'}", "play_episodes=2",
