@@ -135,13 +135,13 @@ def summarise_solve_times(group: Group, reps: int, seed: int) -> None:
             times = reached.setdefault((entry.get("measure", RETURN), float(entry["threshold"])), [])
             if entry.get("seconds") is not None:
                 times.append((float(entry["seconds"]), run.task))
-    for threshold, times in sorted(reached.items()):
+    for goal, times in sorted(reached.items()):
         if times:
             values, tasks = [t for t, _ in times], [task for _, task in times]
             stats = (iqm(values), stratified_bootstrap_ci(values, tasks, reps, seed))
         else:
             stats = (math.nan, (math.nan, math.nan))
-        group.solve[threshold] = (len(times), len(group.used)) + stats
+        group.solve[goal] = (len(times), len(group.used)) + stats
 
 
 def _value_key(value: str) -> Tuple[int, float, str]:
