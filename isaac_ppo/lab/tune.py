@@ -25,19 +25,23 @@ from isaac_ppo.lab import args
 from isaac_ppo.lab.args import key_of as _key
 from isaac_ppo.lab.args import parse, run_command
 from isaac_ppo.loop.stops import STOPPED
-from isaac_ppo.lab.watch import Progress, die_with_parent, train_command
+from isaac_ppo.lab.watch import RETURN_MEAN, Progress, die_with_parent, train_command
 
 
 HELP = """usage: isaac-ppo-tune space=NAME trials=N study=NAME [storage=URL] [trial_cap_s=S] [TRAIN_OVERRIDE ...]
 
 The search space is cfg/tune/<space>.yaml (or a path to such a file): fixed overrides, the keys searched, the
 threshold (default: the task's first `solve_thresholds`), the per-trial wall-clock cap and the pruner's settings.
+`measure` (default: return_mean) names what the threshold is of: return_mean, or one of the task's
+`solve_measures` (FrankaCabinet's drawer_opened, ShadowHand's successes), whose first threshold is then the default,
+as it is when the task has solve_measures and no solve_thresholds.
 Each trial is a real `isaac-ppo-train` subprocess (runs_dir=<study folder>/trials, experiment=trial_<n>); this
 process reads its metrics.jsonl while it runs and stops it with SIGTERM (train saves and exits 75) when the
 evaluation return reaches the threshold, when the trial's training clock passes the cap, or when the pruner says so.
 
 The objective is the seconds from the start of training (evaluation included) at which the evaluation's
-return_mean first reached the threshold: metrics.json's `solve_times` when the run wrote it, else the rows
+return_mean (or measure) first reached the threshold: metrics.json's `solve_times` (`measure_solve_times`) when
+the run wrote it, else the rows
 (row["eval"]["wall_s"], or the row's wall_s plus the evaluations' own seconds so far). A trial that misses scores
 cap * (1 + gap), gap = (threshold - best eval return) / |threshold| clipped to [0, 1]: every miss ranks behind
 every solve (all of which score <= cap), and among misses the one that came closer ranks better, so the sampler
@@ -78,15 +82,35 @@ def parse_args(argv: List[str]) -> Tuple[Dict[str, Any], List[str]]:
     return own, train
 
 
-def _task_thresholds(task: str) -> List[float]:
+def _task_goals(task: str) -> Tuple[List[float], Dict[str, List[float]]]:
+    """The task config's solve_thresholds (returns) and solve_measures (measure -> thresholds)."""
     from omegaconf import OmegaConf
 
     import isaac_ppo.cfg
 
     path = os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "task", f"{task}.yaml")
     if not os.path.isfile(path):
-        return []
-    return list(OmegaConf.to_container(OmegaConf.load(path)).get("solve_thresholds") or [])
+        return [], {}
+    config = OmegaConf.to_container(OmegaConf.load(path))
+    return list(config.get("solve_thresholds") or []), dict(config.get("solve_measures") or {})
+
+
+def _goal(where: str, space: Dict[str, Any]) -> Tuple[str, float]:
+    """(measure, threshold) of the space: given, or the task's (module docstring's HELP: the defaults)."""
+    returns, measures = _task_goals(space["task"])
+    measure = space.get("measure")
+    if measure is None:
+        given_or_return = space.get("threshold") is not None or returns or not measures
+        measure = RETURN_MEAN if given_or_return else next(iter(measures))
+    if measure != RETURN_MEAN and measure not in measures:
+        named = ", ".join([RETURN_MEAN] + list(measures))
+        raise UserError(f"{where}: measure={measure!r}: the task {space['task']} is solved by {named}")
+    if space.get("threshold") is not None:
+        return measure, float(space["threshold"])
+    listed = returns if measure == RETURN_MEAN else measures[measure]
+    if not listed:
+        raise UserError(f"{where}: threshold: the task {space['task']} lists no solve_thresholds; set one")
+    return measure, float(listed[0])
 
 
 def load_space(name: str) -> Dict[str, Any]:
@@ -114,12 +138,7 @@ def load_space(name: str) -> Dict[str, Any]:
         elif not (isinstance(values, list) and len(values) == 2 and all(isinstance(v, (int, float)) for v in values)
                   and values[0] < values[1]):
             raise UserError(f"{where}: search.{key}.{kinds[0]}: [low, high] with low < high")
-    if space.get("threshold") is None:
-        thresholds = _task_thresholds(space["task"])
-        if not thresholds:
-            raise UserError(f"{where}: threshold: the task {space['task']} lists no solve_thresholds; set one")
-        space["threshold"] = thresholds[0]
-    space["threshold"] = float(space["threshold"])
+    space["measure"], space["threshold"] = _goal(where, space)
     space.setdefault("trial_cap_s", 600.0)
     space.setdefault("report_every_s", max(1.0, float(space["trial_cap_s"]) / 20))
     space.setdefault("pruner", {})
@@ -156,7 +175,8 @@ def run_trial(trial: Any, command: List[str], run_root: str, space: Dict[str, An
 
     os.makedirs(run_root, exist_ok=True)
     log_path = os.path.join(run_root, f"trial_{trial.number}.log")
-    progress, tick_s = Progress(space["threshold"]), float(space["report_every_s"])
+    measure = space.get("measure", RETURN_MEAN)
+    progress, tick_s = Progress(space["threshold"], measure), float(space["report_every_s"])
     reported, stopped, why = 0, False, "finished"
     started = time.perf_counter()
     with open(log_path, "w") as log:
@@ -202,7 +222,9 @@ def run_trial(trial: Any, command: List[str], run_root: str, space: Dict[str, An
         raise RuntimeError(f"isaac-ppo-train exited {process.returncode}: {lines[-1] if lines else ''}")
     summary_path = os.path.join(os.path.dirname(runs[-1]), "metrics.json") if runs else ""
     summary = json.load(open(summary_path)) if summary_path and os.path.isfile(summary_path) else {}
-    for entry in summary.get("solve_times") or []:  # the run's own record wins over the rows when it has one
+    recorded = (summary.get("solve_times") if measure == RETURN_MEAN else
+                [e for e in summary.get("measure_solve_times") or [] if e.get("measure") == measure])
+    for entry in recorded or []:  # the run's own record wins over the rows when it has one
         if abs(float(entry.get("threshold", float("nan"))) - space["threshold"]) < 1e-9:
             progress.solved = (entry["seconds"], entry.get("env_steps")) if entry.get("seconds") is not None else None
     solved_s = progress.solved[0] if progress.solved else None
@@ -279,7 +301,8 @@ def write_results(study: Any, folder: str, space: Dict[str, Any], extra: List[st
     if not complete:
         return None
     best = min(complete, key=lambda t: t.value)
-    result = {"study": study.study_name, "space": space["path"], "threshold": space["threshold"],
+    result = {"study": study.study_name, "space": space["path"], "measure": space["measure"],
+              "threshold": space["threshold"],
               "value": best.value, "trial": best.number, "solved_s": best.user_attrs.get("solved_s"),
               "best_eval": best.user_attrs.get("best_eval"), "params": best.params,
               "overrides": trial_overrides(space, extra, best.params), "run_dir": best.user_attrs.get("run_dir")}
@@ -298,6 +321,8 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
     from sqlalchemy.exc import SQLAlchemyError  # (Optuna's storage: a URL no database answers raises these)
 
     space = load_space(own["space"])
+    goal = (f"return {space['threshold']:g}" if space["measure"] == RETURN_MEAN
+            else f"{space['measure']} {space['threshold']:g}")
     cap_s = float(own.get("trial_cap_s", space["trial_cap_s"]))
     search = {k: v for k, v in space["search"].items() if k not in {_key(w) for w in extra}}  # given: fixed
     runs_dir = next((w.partition("=")[2] for w in reversed(extra) if _key(w) == "runs_dir"), "runs")
@@ -326,8 +351,8 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
         print(note, flush=True)
     finished_states = (TrialState.COMPLETE, TrialState.PRUNED)
     print(f"[tune] study {own['study']} ({storage}): {len(study.get_trials(states=finished_states))}/{own['trials']} "
-          f"trials finished; space {space['path']}; objective: training seconds to eval return "
-          f"{space['threshold']:g} (cap {cap_s:g} s)", flush=True)
+          f"trials finished; space {space['path']}; objective: training seconds to eval {goal} (cap {cap_s:g} s)",
+          flush=True)
     failures = 0
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda number, frame: _interrupted.append(number))
@@ -367,7 +392,7 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
             if key != "value":
                 trial.set_user_attr(key, value)
         study.tell(trial, result["value"])
-        solved = (f"reached {space['threshold']:g} at {result['solved_s']:.1f} s" if result["solved_s"] is not None
+        solved = (f"reached {goal} at {result['solved_s']:.1f} s" if result["solved_s"] is not None
                   else f"missed (best eval {result['best_eval']})")
         print(f"[tune] trial {trial.number} COMPLETE value {result['value']:.2f}: {solved}, stopped by "
               f"{result['stopped']}, {result['train_s']:.1f} s of training; {result['run_dir']}", flush=True)

@@ -31,12 +31,16 @@ def die_with_parent() -> None:
         pass
 
 
+RETURN_MEAN = "return_mean"  # an evaluation's mean return; a task's solve_measures name other keys of it
+
+
 class Progress:
     """What a run's metrics.jsonl has said so far: the clock (training plus evaluations), the best evaluation and
-    when the evaluation return first reached `threshold`. read() takes only the rows added since the last read."""
+    when the evaluation's `measure` (its mean return, or a task's measure of success such as FrankaCabinet's
+    drawer_opened) first reached `threshold`. read() takes only the rows added since the last read."""
 
-    def __init__(self, threshold: float = float("inf")) -> None:
-        self.threshold = threshold
+    def __init__(self, threshold: float = float("inf"), measure: str = RETURN_MEAN) -> None:
+        self.threshold, self.measure = threshold, measure
         self._reset()
 
     def _reset(self) -> None:
@@ -63,10 +67,10 @@ class Progress:
         if isinstance(evaluation, dict):
             self.eval_s += float(evaluation.get("seconds") or 0.0)
         self.elapsed = float(row.get("wall_s", 0.0)) + self.eval_s  # row wall_s leaves evaluation out
-        if isinstance(evaluation, dict) and isinstance(evaluation.get("return_mean"), (int, float)):
+        if isinstance(evaluation, dict) and isinstance(evaluation.get(self.measure), (int, float)):
             at = float(evaluation.get("wall_s", self.elapsed))
             self.elapsed = max(self.elapsed, at)
-            value = float(evaluation["return_mean"])
+            value = float(evaluation[self.measure])
             self.best = value if self.best is None else max(self.best, value)
             if self.solved is None and value >= self.threshold:
                 self.solved = (at, evaluation.get("env_steps", row.get("env_steps")))
