@@ -90,7 +90,10 @@ def describe_run(summary: Dict[str, Any], window: int) -> str:
     """A finished run's numbers for its last line: the final evaluation (the one to compare), then the lagged
     training return."""
     final = summary.get("final_eval")
-    evaluation = f"evaluation over {final['episodes']} episodes: {describe(final)}; " if final else ""
+    # a task whose success is a measure (its solve_measures: FrankaCabinet's drawer_opened) shows it beside the return
+    measured = dict.fromkeys(e["measure"] for e in summary.get("measure_solve_times") or [])
+    shown = "".join(f", {name} {final[name]:.3g}" for name in measured if final and name in final)
+    evaluation = f"evaluation over {final['episodes']} episodes: {describe(final)}{shown}; " if final else ""
     training = summary.get("final_window_mean_return")
     training = f"{training:.2f}" if training is not None else "n/a (no episode finished)"
     return f"{evaluation}training return {training} (the last {window} finished episodes, lagged)"

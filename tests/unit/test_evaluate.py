@@ -250,3 +250,17 @@ def test_a_task_without_solve_measures_records_no_measure_solve_times_and_old_ch
     with_measures.load_state_dict(state)
     assert with_measures.measure_solve_times() == [
         {"measure": "opened", "threshold": 0.5, "seconds": None, "env_steps": None}]
+
+
+def test_a_runs_last_line_shows_its_measure_of_success_beside_the_return():
+    from isaac_ppo.loop.evaluate import describe_run
+
+    final = {"episodes": 64, "return_mean": 618.26, "return_iqm": 669.5, "return_ci95": [590.1, 710.4],
+             "drawer_opened": 1.0, "drawer_opening_m": 0.31}
+    summary = {"final_eval": final, "final_window_mean_return": 3961.6,
+               "measure_solve_times": [{"measure": "drawer_opened", "threshold": t} for t in (0.5, 0.9)]}
+    line = describe_run(summary, 100)
+    assert line.startswith("evaluation over 64 episodes: mean return 618.26, IQM 669.50 (95% CI 590.10 to 710.40), "
+                           "drawer_opened 1; training return 3961.60")
+    assert "drawer_opening_m" not in line  # (a measure that marks no success stays in the rows)
+    assert ", drawer_opened" not in describe_run(dict(summary, measure_solve_times=[]), 100)
