@@ -86,6 +86,9 @@ class MujocoTask:
         # compute_reward's outcomes of the step (name -> per-env tensor) that count once, at an episode's last step,
         # e.g. FrankaCabinet's drawer_opened: evaluation reports each one's mean over episodes (a success rate)
         self.outcomes: Dict[str, torch.Tensor] = {}
+        # each DOF's maximum speed (nv; inf where none), held after every physics step as PhysX's solver holds a
+        # joint's maximum velocity; None (a task's default): MuJoCo's, no limit. A task's setup sets it.
+        self.velocity_limits: Optional[torch.Tensor] = None
         self.dt = self.control_step_s()  # the control step, as the task's rewards use it
         self.max_episode_length = self.episode_length_steps()
         sim_cfg = cfg["mujoco"]
@@ -221,7 +224,13 @@ class MujocoTask:
         actions = actions.clamp(-self.clip_actions, self.clip_actions)
         self.last_actions[:n] = actions
         self.set_controls(actions, n)
-        self.sim.step(n, self.substeps)
+        if self.velocity_limits is None:
+            self.sim.step(n, self.substeps)
+        else:  # (one simulator call a physics step: the limit holds at every one of them, under any refinement)
+            for _ in range(self.substeps):
+                self.sim.step(n, 1)
+                qvel = self.qvel[:n]
+                torch.maximum(torch.minimum(qvel, self.velocity_limits), -self.velocity_limits, out=qvel)
         self.progress[:n] += 1
         self.after_physics(n)
 

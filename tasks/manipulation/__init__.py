@@ -10,7 +10,7 @@ from isaac_ppo.config.domains import boolean, choice, integer, positive, real, t
 # penalty is subtracted (a negative one would pay for effort)
 FRANKA_CABINET = {
     "env.numProps": integer(0, 16), "env.actionScale": positive(), "env.dofVelocityScale": positive(),
-    "env.openEndsEpisode": boolean(), "eval_env.env.openEndsEpisode": boolean(),
+    "env.openEndsEpisode": boolean(), "eval_env.env.openEndsEpisode": boolean(), "mujoco.velocity_limits": boolean(),
     "solve_measures.drawer_opened": thresholds(0.0, 1.0),  # (a share of evaluation episodes)
     **{f"env.{key}": real(0.0) for key in ("distRewardScale", "rotRewardScale", "aroundHandleRewardScale",
                                            "openRewardScale", "fingerDistRewardScale", "actionPenaltyScale")},

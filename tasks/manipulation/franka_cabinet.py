@@ -45,6 +45,13 @@ DEFAULT_DOF_POS = (1.157, -1.066, -0.155, -2.239, -1.841, 1.003, 0.469, 0.035, 0
 RESET_NOISE = 0.25  # joint positions default + 0.25 x (U(0, 1) - 0.5)
 SPEED_SCALES = (1.0,) * 7 + (0.1, 0.1)  # IsaacGymEnvs' franka_dof_speed_scales
 ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8)) + ("panda_finger_joint1", "panda_finger_joint2")
+# the URDFs' <limit velocity> (rad/s, m/s), which Isaac Gym loads as each DOF's maximum velocity: held by the port
+# only with mujoco.velocity_limits=true (MuJoCo has none; whether PhysX holds IsaacGymEnvs' arm to them is not
+# measured here: docs/tasks.md, FrankaCabinet)
+URDF_VELOCITY_LIMITS = dict(
+    **{f"panda_joint{i}": 2.175 for i in range(1, 5)}, **{f"panda_joint{i}": 2.61 for i in range(5, 8)},
+    panda_finger_joint1=0.2, panda_finger_joint2=0.2, drawer_top_joint=1.0, drawer_bottom_joint=1.0,
+    door_right_joint=0.1, door_left_joint=0.1)
 HAND, LEFT_FINGER, RIGHT_FINGER, DRAWER = "panda_link7", "panda_leftfinger", "panda_rightfinger", "drawer_top"
 GRASP_OFFSET_Y = 0.04  # IsaacGymEnvs adds it to the grasp point on link 7's y axis
 HAND_YAW = -math.pi / 4  # the hand (and fingers) turned about link 7's z (the URDF's panda_hand_joint)
@@ -120,6 +127,11 @@ class FrankaCabinet(MujocoTask):
         self.grasp_turn = torch.tensor([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], device=on)
         self.drawer_grasp_local = torch.tensor(DRAWER_GRASP, device=on)
         self.targets = torch.zeros(self.num_envs, 9, device=on)
+        if self.cfg["mujoco"].get("velocity_limits", False):  # (absent in run configs from before the key: off)
+            limits = torch.full((model.nv,), math.inf, dtype=self.qvel.dtype, device=on)
+            for name, limit in URDF_VELOCITY_LIMITS.items():
+                limits[int(model.joint(name).dofadr[0])] = limit
+            self.velocity_limits = limits
 
     def set_controls(self, actions: torch.Tensor, n: int) -> None:
         """IsaacGymEnvs' pre_physics_step: targets += speed scale x dt x actionScale x action, clamped to the limits."""

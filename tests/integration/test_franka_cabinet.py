@@ -174,6 +174,30 @@ def test_evaluation_is_of_the_task_with_its_terminal_line_whatever_the_training_
     assert (training.open_ends_episode, evaluation.open_ends_episode) == (False, True)
 
 
+def test_with_velocity_limits_every_joint_keeps_to_its_urdf_limit_and_without_them_the_arm_goes_past():
+    """mujoco.velocity_limits=true holds each joint to URDF_VELOCITY_LIMITS after every physics step; the default
+    (false: MuJoCo's, none) lets bang-bang actions drive an arm joint past 2.61 rad/s."""
+    from isaac_ppo.tasks.manipulation.franka_cabinet import URDF_VELOCITY_LIMITS
+
+    peaks = {}
+    for limited in (False, True):
+        runs = make("FrankaCabinet", 8, sim="mujoco", seed=0, env={"numProps": 0},
+                    mujoco={"nthread": 1, "velocity_limits": limited})
+        runs.reset()
+        actions = torch.Generator().manual_seed(1)
+        dofs = {name: int(runs.model.joint(name).dofadr[0]) for name in URDF_VELOCITY_LIMITS}
+        peak = {name: 0.0 for name in dofs}
+        for _ in range(60):
+            runs.step(torch.sign(torch.randn(8, 9, generator=actions)))
+            for name, dof in dofs.items():
+                peak[name] = max(peak[name], float(runs.qvel[:, dof].abs().max()))
+        peaks[limited] = peak
+    assert max(peaks[False][f"panda_joint{i}"] for i in range(1, 8)) > 2.61
+    for name, limit in URDF_VELOCITY_LIMITS.items():
+        assert peaks[True][name] <= limit + 1e-12, (name, peaks[True][name], limit)
+    assert peaks[True]["panda_joint1"] == pytest.approx(2.175)  # (reached: the limit binds, not the drive)
+
+
 @pytest.mark.slow
 def test_a_training_records_its_time_to_solve_by_drawer_opened_in_metrics_json(tmp_path):
     """The task's solve_measures through the CLI: its final evaluation (4 episodes of an untrained policy, none of
