@@ -17,7 +17,8 @@ replay: 64 envs, one episode each from reset (seed 7), the mean action, on the t
 line: the share of envs whose first episode crossed 0.39 m, the peak opening of each first episode (10/50/90%), the
 share of its steps with the drawer past 0.3 m, its mean length; and the peak speeds of the drawer (m/s) and of the
 fastest of arm joints 1-7 (rad/s) in each first episode (10/50/90%), against the URDF's velocity limits (drawer
-1 m/s; joints 1-4 2.175 rad/s, 5-7 2.61 rad/s), which this port does not model (docs/tasks.md, FrankaCabinet).
+1 m/s; joints 1-4 2.175 rad/s, 5-7 2.61 rad/s), which the port holds only with task.mujoco.velocity_limits=true
+(docs/tasks.md, FrankaCabinet).
 """
 from __future__ import annotations
 
