@@ -16,13 +16,19 @@ from isaac_ppo.errors import UserError
 from isaac_ppo.lab.archive import is_pack, unpacked
 from isaac_ppo.lab.report.runs import (Run, _get, check_metric, default_metric, find_run_dirs, join_resumed, load_run,
                                    run_final)
+from isaac_ppo.lab.watch import RETURN_MEAN
 from isaac_ppo.stats import iqm, stratified_bootstrap_ci
 
 
-# A goal of time to solve: (measure, threshold). RETURN, the evaluation return (solve_times' thresholds), sorts before
-# any evaluation measure's (measure_solve_times', e.g. FrankaCabinet's ("drawer_opened", 0.9)).
-RETURN = ""
+# A goal of time to solve: (measure, threshold), the measure an evaluation's key: RETURN_MEAN for solve_times'
+# thresholds, a task's solve_measures name for measure_solve_times' (FrankaCabinet's ("drawer_opened", 0.9)), as
+# isaac-ppo-tune names them
 Goal = Tuple[str, float]
+
+
+def goal_order(goals: Iterable[Goal]) -> List[Goal]:
+    """The returns' goals first, then each measure's, each by threshold."""
+    return sorted(goals, key=lambda goal: (goal[0] != RETURN_MEAN, goal))
 
 # ------------------------------------------------------------------------------------------ grouping
 
@@ -132,10 +138,10 @@ def summarise_solve_times(group: Group, reps: int, seed: int) -> None:
     for run in group.used:
         summary = run.summary or {}
         for entry in (summary.get("solve_times") or []) + (summary.get("measure_solve_times") or []):
-            times = reached.setdefault((entry.get("measure", RETURN), float(entry["threshold"])), [])
+            times = reached.setdefault((entry.get("measure", RETURN_MEAN), float(entry["threshold"])), [])
             if entry.get("seconds") is not None:
                 times.append((float(entry["seconds"]), run.task))
-    for goal, times in sorted(reached.items()):
+    for goal, times in reached.items():
         if times:
             values, tasks = [t for t, _ in times], [task for _, task in times]
             stats = (iqm(values), stratified_bootstrap_ci(values, tasks, reps, seed))

@@ -7,7 +7,8 @@ import os
 from typing import List, Optional, Sequence, Tuple
 
 from isaac_ppo.lab.archive import shown
-from isaac_ppo.lab.report.groups import RETURN, Goal, Report
+from isaac_ppo.lab.report.groups import Goal, Report, goal_order
+from isaac_ppo.lab.watch import RETURN_MEAN
 from isaac_ppo.lab.report.runs import EVAL_METRIC, TRAINING_METRIC, _fmt_steps, run_final
 
 
@@ -15,7 +16,7 @@ def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
     """The summary table as (headers, formatted cells), shared by the console and report.md."""
     keys = _key_headers(report)
     named = keys[0] == "name"
-    goals = sorted({goal for group in report.groups for goal in group.solve})
+    goals = goal_order({goal for group in report.groups for goal in group.solve})
     headers = keys + ["runs", f"IQM {report.metric}", "95% CI", "env steps", "wall"] + [
         f"time to {_goal_text(goal)} (IQM [CI], reached)" for goal in goals]
     rows = []
@@ -41,7 +42,7 @@ def table_rows(report: Report) -> Tuple[List[str], List[List[str]]]:
 def _goal_text(goal: Goal) -> str:
     """A return threshold as the number (time to 3000), a measure's with its name (time to drawer_opened 0.9)."""
     measure, threshold = goal
-    return _fmt_value(threshold) if measure == RETURN else f"{measure} {_fmt_value(threshold)}"
+    return _fmt_value(threshold) if measure == RETURN_MEAN else f"{measure} {_fmt_value(threshold)}"
 
 
 def _key_headers(report: Report) -> List[str]:
@@ -119,12 +120,12 @@ def markdown_text(report: Report, figures: Sequence[str]) -> str:
 def write_csvs(report: Report, out: str) -> List[str]:
     """report.csv (one row per group, raw numbers) and runs.csv (one row per run)."""
     groups_path = os.path.join(out, "report.csv")
-    goals = sorted({goal for group in report.groups for goal in group.solve})
+    goals = goal_order({goal for group in report.groups for goal in group.solve})
     with open(groups_path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(report.swept + ["metric", "runs_complete", "runs_total", "runs_in_statistics", "iqm",
                                         "ci_low", "ci_high", "env_steps_median", "wall_s_mean"] + [
-            f"time_to_{'' if measure == RETURN else measure + '_'}{_raw(t)}_{what}" for measure, t in goals
+            f"time_to_{'' if measure == RETURN_MEAN else measure + '_'}{_raw(t)}_{what}" for measure, t in goals
             for what in ("reached", "iqm_s", "ci_low_s", "ci_high_s")])
         for group in report.groups:
             solve = [group.solve.get(goal, (0, 0, math.nan, (math.nan, math.nan))) for goal in goals]
