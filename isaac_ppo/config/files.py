@@ -1,9 +1,10 @@
 """The packaged YAML files that are not Hydra config groups (cfg/tune/ search spaces, cfg/study/ studies): found
-by name, or given as a path to the user's own file, and read as plain data."""
+by name, or given as a path to the user's own file, and read as plain data; and a task's solve goals read from its
+cfg/task/<task>.yaml (what tune and a study aim at, before any run is composed)."""
 from __future__ import annotations
 
 import os
-from typing import Any, Tuple
+from typing import Any, Dict, List, Tuple
 
 from isaac_ppo.errors import UserError
 
@@ -25,3 +26,15 @@ def load_named(kind: str, name: str, label: str) -> Tuple[str, Any]:
         known = sorted(f[:-5] for f in os.listdir(cfg_dir(kind)) if f.endswith(".yaml"))
         raise UserError(f"{label} {path}; available: {', '.join(known)} (or a path to a .yaml)")
     return path, OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+
+
+def task_goals(task: str) -> Tuple[List[float], Dict[str, List[float]]]:
+    """The packaged task config's solve_thresholds (returns) and solve_measures (measure -> thresholds); ([], {})
+    for a task the package does not ship."""
+    from omegaconf import OmegaConf
+
+    path = os.path.join(cfg_dir("task"), f"{task}.yaml")
+    if not os.path.isfile(path):
+        return [], {}
+    config = OmegaConf.to_container(OmegaConf.load(path))
+    return list(config.get("solve_thresholds") or []), dict(config.get("solve_measures") or {})

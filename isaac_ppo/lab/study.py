@@ -22,7 +22,7 @@ from isaac_ppo.lab.args import key_of as _key
 from isaac_ppo.lab.args import parse, run_command
 from isaac_ppo.lab.study_definition import (DONE, archive_run, archived_folder, finished_folder, load_study,
                                             run_folder, study_root)
-from isaac_ppo.lab.watch import Progress, die_with_parent, read_rows, train_command
+from isaac_ppo.lab.watch import RETURN_MEAN, Progress, die_with_parent, read_rows, train_command
 from isaac_ppo.loop.stops import STOPPED
 
 
@@ -31,9 +31,12 @@ HELP = """usage: isaac-ppo-study run STUDY [arms=A,B] [seeds=S,T] [runs_dir=DIR]
        isaac-ppo-study placebo STUDY arm=ARM seed=S [draw=N] [runs_dir=DIR]
 
 STUDY is cfg/study/<name>.yaml (or a path to such a file): `common` overrides for every run, `arms` (a name each,
-with its overrides), `seeds`, and optionally `stop` (`minutes`: stop a run when its clock, evaluation included,
-passes them; `at_return`: stop it at its first evaluation return at or over the value) and, for the report,
-`thresholds` (default: the task's solve_thresholds) and `marks_min` (the evaluation return at these minutes), and
+with its overrides), `seeds`, and optionally `measure` (the evaluation key every number of the study reads:
+return_mean, the default, or one of the task's solve_measures, e.g. FrankaCabinet's drawer_opened), `stop`
+(`minutes`: stop a run when its clock, evaluation included, passes them; `at_return`: stop it at its first
+evaluation return at or over the value; `at_measure`: the same for the study's measure) and, for the report,
+`thresholds` (default: the task's solve_thresholds, or its solve_measures' for a measure) and `marks_min` (the
+evaluation at these minutes), and
 `archive` (NAME.tar.xz, one pack, or a folder, relative to the current directory: each finished run's small files
 go there, so that a study run over several machines or sessions can be carried in git; see below).
 
@@ -111,8 +114,8 @@ def select(study: Dict[str, Any], args: Dict[str, Any]) -> None:
 
 
 def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[str]) -> str:
-    """Train (or continue) one run; how it ended: budget, minutes, at_return, stopped (by a signal to us) or
-    failed."""
+    """Train (or continue) one run; how it ended: budget, minutes, at_return (or at_measure), stopped (by a signal
+    to us) or failed."""
     folder = run_folder(root, arm, seed)
     if os.path.isdir(folder) and not os.path.isfile(os.path.join(folder, "checkpoints", "last.pt")):
         shutil.rmtree(folder)  # killed before its first checkpoint: nothing to continue, start it again
@@ -125,7 +128,8 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
           f"{' '.join(command[len(train_command()):])}", flush=True)
     os.makedirs(os.path.join(root, "logs"), exist_ok=True)
     stop = study["stop"]
-    progress = Progress(float(stop.get("at_return", float("inf"))))
+    at = "at_measure" if "at_measure" in stop else "at_return"  # (the definition allows one, at_return for a return)
+    progress = Progress(float(stop.get(at, float("inf"))), study["measure"])
     cap_s = 60.0 * float(stop.get("minutes", float("inf")))
     why = "budget"
     with open(os.path.join(root, "logs", f"{arm}_seed_{seed}.log"), "a") as log:
@@ -145,7 +149,7 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
                 if "handed on" not in _running:  # (the signal came before the run was registered)
                     process.send_signal(signal.SIGTERM)
             elif progress.solved is not None or progress.elapsed >= cap_s:
-                why, signalled = ("at_return" if progress.solved is not None else "minutes"), True
+                why, signalled = (at if progress.solved is not None else "minutes"), True
                 process.send_signal(signal.SIGTERM)
         _running.clear()
     code = process.returncode
@@ -161,7 +165,7 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
         why = "stopped itself"
     if code == STOPPED and not signalled:
         return "stopped"  # someone else stopped it: not done, continue it next time
-    if code == -signal.SIGTERM and why in ("minutes", "at_return"):
+    if code == -signal.SIGTERM and why in ("minutes", "at_return", "at_measure"):
         code = STOPPED  # (our SIGTERM landed as train was exiting, past its handler: its rows are written)
     if code not in (0, STOPPED, 2) or why == "stopped":
         return "stopped" if why == "stopped" else f"failed (exit {code}, log: {log.name})"
@@ -282,7 +286,8 @@ def report_study(study: Dict[str, Any], runs_dir: str, out: Optional[str]) -> in
     if budget_runs:
         from isaac_ppo.lab.report import run_report, parse_args as report_args
 
-        written += run_report(report_args(budget_runs + ["--out", out]),
+        metric = [] if study["measure"] == RETURN_MEAN else [f"metric=eval.{study['measure']}"]
+        written += run_report(report_args(budget_runs + ["--out", out] + metric),
                                names={folder: records[folder]["arm"] for folder in budget_runs})
     print("[study] wrote:\n  " + "\n  ".join(written), flush=True)
     return 0

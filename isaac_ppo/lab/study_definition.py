@@ -10,10 +10,11 @@ import re
 import shutil
 from typing import Any, Dict, Optional
 
-from isaac_ppo.config.files import cfg_dir, load_named
+from isaac_ppo.config.files import cfg_dir, load_named, task_goals
 from isaac_ppo.errors import UserError
 from isaac_ppo.lab import archive
 from isaac_ppo.lab.args import key_of as _key
+from isaac_ppo.lab.watch import RETURN_MEAN
 
 DONE = "study_done.json"
 NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -47,11 +48,17 @@ def load_study(name: str) -> Dict[str, Any]:
     seeds = study.get("seeds")
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise UserError(f"{where}: seeds must be a non-empty list of integers")
+    _check_measure(study, where)
     stop = study.setdefault("stop", {}) or {}
-    unknown = sorted(set(stop) - {"minutes", "at_return"})
+    unknown = sorted(set(stop) - {"minutes", "at_return", "at_measure"})
     if unknown or not all(isinstance(v, (int, float)) and v > 0 for k, v in stop.items() if k == "minutes"):
-        raise UserError(f"{where}: stop takes minutes (more than 0) and at_return only"
+        raise UserError(f"{where}: stop takes minutes (more than 0), at_return and at_measure only"
                         + (f", not {unknown[0]}" if unknown else ""))
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in stop.items() if k != "minutes"):
+        raise UserError(f"{where}: stop.at_return and stop.at_measure take a number (the evaluation's value)")
+    if "at_return" in stop and ("at_measure" in stop or study["measure"] != RETURN_MEAN):
+        raise UserError(f"{where}: stop.at_return stops at a return; this study's measure is {study['measure']}: "
+                        f"use stop.at_measure")
     study["stop"] = stop
     study.setdefault("marks_min", [])
     study.setdefault("thresholds", None)
@@ -61,6 +68,29 @@ def load_study(name: str) -> Dict[str, Any]:
                         f"directory")
     _check_comparisons(study, where)
     return study
+
+
+def task_of(study: Dict[str, Any], arm: str) -> str:
+    """The task an arm trains (its last task= among the common and the arm's overrides; else config.yaml's Ant)."""
+    named = [w.split("=", 1)[1] for w in study["common"] + study["arms"][arm] if _key(w) == "task"]
+    return named[-1] if named else "Ant"
+
+
+def _check_measure(study: Dict[str, Any], where: str) -> None:
+    """measure: the evaluation key every number of the study reads (return_mean, the default, or one of each
+    arm's task's solve_measures: FrankaCabinet's drawer_opened), checked against the packaged task configs."""
+    measure = study.setdefault("measure", RETURN_MEAN)
+    if not (isinstance(measure, str) and measure.strip()):
+        raise UserError(f"{where}: measure names an evaluation key: {RETURN_MEAN} (the default) or one of the "
+                        f"task's solve_measures")
+    if measure == RETURN_MEAN:
+        return
+    for arm in study["arms"]:
+        task = task_of(study, arm)
+        measures = task_goals(task)[1]
+        if measure not in measures:
+            raise UserError(f"{where}: measure={measure}: arm {arm}'s task {task} is solved by "
+                            f"{', '.join([RETURN_MEAN] + list(measures))}")
 
 
 def _check_comparisons(study: Dict[str, Any], where: str) -> None:

@@ -19,7 +19,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from isaac_ppo.config.domains import integer, positive
-from isaac_ppo.config.files import load_named
+from isaac_ppo.config.files import load_named, task_goals
 from isaac_ppo.errors import UserError
 from isaac_ppo.lab import args
 from isaac_ppo.lab.args import key_of as _key
@@ -82,22 +82,9 @@ def parse_args(argv: List[str]) -> Tuple[Dict[str, Any], List[str]]:
     return own, train
 
 
-def _task_goals(task: str) -> Tuple[List[float], Dict[str, List[float]]]:
-    """The task config's solve_thresholds (returns) and solve_measures (measure -> thresholds)."""
-    from omegaconf import OmegaConf
-
-    import isaac_ppo.cfg
-
-    path = os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "task", f"{task}.yaml")
-    if not os.path.isfile(path):
-        return [], {}
-    config = OmegaConf.to_container(OmegaConf.load(path))
-    return list(config.get("solve_thresholds") or []), dict(config.get("solve_measures") or {})
-
-
 def _goal(where: str, space: Dict[str, Any]) -> Tuple[str, float]:
     """(measure, threshold) of the space: given, or the task's (module docstring's HELP: the defaults)."""
-    returns, measures = _task_goals(space["task"])
+    returns, measures = task_goals(space["task"])
     measure = space.get("measure")
     if measure is None:
         given_or_return = space.get("threshold") is not None or returns or not measures

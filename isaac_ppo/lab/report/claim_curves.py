@@ -11,19 +11,20 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from isaac_ppo.lab.report.clock import eval_curve
-from isaac_ppo.lab.watch import read_rows
+from isaac_ppo.lab.report.clock import eval_curve, measure_name
+from isaac_ppo.lab.watch import RETURN_MEAN, read_rows
 
 
 def plot_claim_curves(runs: Dict[str, List[str]], arms_of_claim: Dict[str, List[str]],
-                      path: str) -> Optional[str]:
-    """claim_curves.png: one panel a claim, the evaluation return of the arms it compares against env steps (each
+                      path: str, measure: str = RETURN_MEAN) -> Optional[str]:
+    """claim_curves.png: one panel a claim, the evaluation (of the measure: the return unless told) of the arms it
+    compares against env steps (each
     seed thin, the median of the seeds bold at the env steps where all of them evaluated), so that every verdict
     can be read off the curves behind it, which a study's all-arm figure of a dozen arms does not allow. None when
     no claim has an arm with an evaluation. arms_of_claim: compare.claim_arms."""
     panels = {}
     for claim, arms in arms_of_claim.items():
-        of_runs = {arm: [eval_curve(read_rows(os.path.join(f, "metrics.jsonl"))) for f in runs.get(arm, [])]
+        of_runs = {arm: [eval_curve(read_rows(os.path.join(f, "metrics.jsonl")), measure) for f in runs.get(arm, [])]
                    for arm in arms}
         curves = {arm: [c for c in of_arm if c] for arm, of_arm in of_runs.items() if any(of_arm)}
         if curves:
@@ -49,7 +50,7 @@ def plot_claim_curves(runs: Dict[str, List[str]], arms_of_claim: Dict[str, List[
                       linewidth=2.2, marker="o", markersize=3, label=f"{arm} (median of {len(of_arm)})")
         axes.set_title(f"claim {claim}", fontsize=9)
         axes.set_xlabel("env steps", fontsize=8)
-        axes.set_ylabel("evaluation return", fontsize=8)
+        axes.set_ylabel(f"evaluation {measure_name(measure)}", fontsize=8)
         axes.tick_params(labelsize=7)
         axes.legend(fontsize=7, loc="upper left")
     for axes in list(grid.flat)[len(panels):]:

@@ -1,5 +1,7 @@
-"""The wall-clock view of a study's arms: time to each return threshold, the evaluation return at fixed minutes,
-where the time went, and the evaluation return against seconds and against env steps.
+"""The wall-clock view of a study's arms: time to each threshold, the evaluation at fixed minutes, where the time
+went, and the evaluation against seconds and against env steps. "The evaluation" is the study's `measure`: its mean
+return (return_mean, the default), or a measure of success the task declares thresholds for (solve_measures:
+FrankaCabinet's drawer_opened, ShadowHand's successes).
 
 Every number is read from the runs' metrics.jsonl on one clock (isaac_ppo.lab.watch.Progress: the training's wall_s
 plus every evaluation's seconds, as metrics.json's solve_times counts it). A seed that never reached a threshold
@@ -15,7 +17,7 @@ import random
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from isaac_ppo.lab.watch import Progress, clock_s, read_rows
+from isaac_ppo.lab.watch import RETURN_MEAN, Progress, clock_s, read_rows
 
 # the metrics.jsonl keys kept in a study's small per-run copies (everything a claim or a figure is read from)
 KEPT = ("iteration", "env_steps", "wall_s", "collect_s", "update_s", "num_envs", "rollout_length", "epochs",
@@ -25,21 +27,26 @@ KEPT = ("iteration", "env_steps", "wall_s", "collect_s", "update_s", "num_envs",
 MAX_PLAIN_ROWS = 400
 
 
-def evaluations(rows: Sequence[Dict[str, Any]]) -> List[Tuple[float, int, float]]:
-    """(clock seconds, env steps, return_mean) of every evaluation in the rows."""
+def evaluations(rows: Sequence[Dict[str, Any]], measure: str = RETURN_MEAN) -> List[Tuple[float, int, float]]:
+    """(clock seconds, env steps, the measure: return_mean unless told) of every evaluation in the rows."""
     progress, points = Progress(), []
     for row in rows:
         progress.add(row)
         evaluation = row.get("eval")
-        if isinstance(evaluation, dict) and isinstance(evaluation.get("return_mean"), (int, float)):
+        if isinstance(evaluation, dict) and isinstance(evaluation.get(measure), (int, float)):
             points.append((progress.elapsed, int(evaluation.get("env_steps", row.get("env_steps", 0))),
-                           float(evaluation["return_mean"])))
+                           float(evaluation[measure])))
     return points
 
 
-def eval_curve(rows: Sequence[Dict[str, Any]]) -> Dict[int, float]:
-    """env steps -> evaluation return_mean of every periodic evaluation."""
-    return {steps: value for _, steps, value in evaluations(rows)}
+def eval_curve(rows: Sequence[Dict[str, Any]], measure: str = RETURN_MEAN) -> Dict[int, float]:
+    """env steps -> the measure (return_mean unless told) of every periodic evaluation."""
+    return {steps: value for _, steps, value in evaluations(rows, measure)}
+
+
+def measure_name(measure: str) -> str:
+    """The measure in a table's or a figure's words: "return" for return_mean, else its own name."""
+    return "return" if measure == RETURN_MEAN else measure
 
 
 def bootstrap_median_ci(values: Sequence[float], reps: int = 10000, seed: int = 0) -> Tuple[float, float]:
@@ -50,9 +57,9 @@ def bootstrap_median_ci(values: Sequence[float], reps: int = 10000, seed: int = 
 
 
 def summarise_arm(runs: Sequence[Sequence[Dict[str, Any]]], thresholds: Sequence[float],
-                  marks_min: Sequence[float]) -> Dict[str, Any]:
-    """One arm's numbers from its runs' metrics rows."""
-    evals = [evaluations(rows) for rows in runs]
+                  marks_min: Sequence[float], measure: str = RETURN_MEAN) -> Dict[str, Any]:
+    """One arm's numbers from its runs' metrics rows, on the evaluation's `measure`."""
+    evals = [evaluations(rows, measure) for rows in runs]
     out: Dict[str, Any] = {"runs": len(runs)}
     for threshold in thresholds:
         seconds, steps = [], []
@@ -97,13 +104,15 @@ def summarise_arm(runs: Sequence[Sequence[Dict[str, Any]]], thresholds: Sequence
     return out
 
 
-def _thresholds(folders: Sequence[str], given: Optional[Sequence[float]]) -> List[float]:
+def _thresholds(folders: Sequence[str], given: Optional[Sequence[float]], measure: str = RETURN_MEAN) -> List[float]:
+    """The study's thresholds, else the run's task's: solve_thresholds for the return, solve_measures.NAME else."""
     if given:
         return [float(t) for t in given]
     from omegaconf import OmegaConf
 
     config = OmegaConf.load(os.path.join(folders[0], "config.yaml"))
-    return [float(t) for t in (OmegaConf.select(config, "task.solve_thresholds") or [])]
+    key = "task.solve_thresholds" if measure == RETURN_MEAN else f"task.solve_measures.{measure}"
+    return [float(t) for t in (OmegaConf.select(config, key) or [])]
 
 
 def machine() -> Dict[str, Any]:
@@ -155,15 +164,17 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
     its machine. When the runs ran on more than one machine kind (machine_label), the seconds in the main table
     pool them, so study.md adds the table once per kind over that kind's runs: seconds compare only there."""
     os.makedirs(out, exist_ok=True)
-    thresholds = _thresholds(next(iter(runs.values())), study.get("thresholds"))
+    measure = study.get("measure") or RETURN_MEAN
+    thresholds = _thresholds(next(iter(runs.values())), study.get("thresholds"), measure)
     marks = [float(m) for m in study.get("marks_min") or []]
     rows = {f: read_rows(os.path.join(f, "metrics.jsonl")) for folders in runs.values() for f in folders}  # (once)
-    summary = {arm: summarise_arm([rows[f] for f in folders], thresholds, marks) for arm, folders in runs.items()}
+    summary = {arm: summarise_arm([rows[f] for f in folders], thresholds, marks, measure)
+               for arm, folders in runs.items()}
     kinds: Dict[str, Dict[str, List[str]]] = {}  # machine kind -> arm -> its runs there
     for arm, folders in runs.items():
         for folder in folders:
             kinds.setdefault(machine_label((machine_of or {}).get(folder)), {}).setdefault(arm, []).append(folder)
-    per_kind = {kind: {arm: summarise_arm([rows[f] for f in folders], thresholds, marks)
+    per_kind = {kind: {arm: summarise_arm([rows[f] for f in folders], thresholds, marks, measure)
                        for arm, folders in arms.items()}
                 for kind, arms in sorted(kinds.items())} if len(kinds) > 1 else {}
     written = []
@@ -181,7 +192,8 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
                     if i % stride == 0 or "eval" in row or "diagnostics" in row or i == len(mine) - 1).encode()
         archive.write(os.path.join(out, "metrics.tar.xz"), packed)
         written.append(os.path.join(out, "metrics.tar.xz"))
-    result = {"study": study["name"], "definition": study["source"], "machines": list(machines), "thresholds": thresholds,
+    result = {"study": study["name"], "definition": study["source"], "machines": list(machines), "measure": measure,
+              "thresholds": thresholds,
               "marks_min": marks, "ended_otherwise": list(ended_otherwise),
               "arms": {arm: {"overrides": study["arms"][arm], **values} for arm, values in summary.items()},
               "by_machine": per_kind}
@@ -195,19 +207,20 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
         if per_kind:
             f.write(f"The runs ran on {len(per_kind)} machine kinds: the seconds below pool them (compare seconds "
                     f"between arms in the per-machine tables after it); returns at env steps pool across kinds.\n\n")
-        f.write(markdown(summary, thresholds, marks) + "\n")
+        f.write(markdown(summary, thresholds, marks, measure) + "\n")
         for kind, kind_summary in per_kind.items():
-            f.write(f"On {kind} only:\n\n" + markdown(kind_summary, thresholds, marks) + "\n")
+            f.write(f"On {kind} only:\n\n" + markdown(kind_summary, thresholds, marks, measure) + "\n")
         f.write(commands(study))
-    print(markdown(summary, thresholds, marks))
-    return [os.path.join(out, "study.json"), os.path.join(out, "study.md")] + plot(runs, rows, thresholds, out) + written
+    print(markdown(summary, thresholds, marks, measure))
+    return [os.path.join(out, "study.json"), os.path.join(out, "study.md")] + plot(runs, rows, thresholds, out, measure) + written
 
 
-def markdown(summary: Dict[str, Dict[str, Any]], thresholds: Sequence[float], marks: Sequence[float]) -> str:
-    headers = ["arm", "runs"]
+def markdown(summary: Dict[str, Dict[str, Any]], thresholds: Sequence[float], marks: Sequence[float],
+             measure: str = RETURN_MEAN) -> str:
+    headers, named = ["arm", "runs"], "" if measure == RETURN_MEAN else f"{measure} "
     for t in thresholds:
-        headers += [f"to {t:g}: reached", f"to {t:g}: median s (95% CI)"]
-    headers += [f"eval at {m:g} min (median)" for m in marks] + ["collect / update / eval / rest", "env steps/s",
+        headers += [f"to {named}{t:g}: reached", f"to {named}{t:g}: median s (95% CI)"]
+    headers += [f"eval{' ' + measure if named else ''} at {m:g} min (median)" for m in marks] + ["collect / update / eval / rest", "env steps/s",
                                                                   "diverged / M steps", "clock per run, s (median)"]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for arm, s in summary.items():
@@ -230,15 +243,15 @@ def _s(value: Optional[float]) -> str:
 
 
 def plot(runs: Dict[str, List[str]], rows: Dict[str, List[Dict[str, Any]]], thresholds: Sequence[float],
-         out: str) -> List[str]:
-    """eval_vs_seconds.png and eval_vs_env_steps.png: every seed thin, the arm's median bold."""
+         out: str, measure: str = RETURN_MEAN) -> List[str]:
+    """eval_vs_seconds.png and eval_vs_env_steps.png (the measure's): every seed thin, the arm's median bold."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     paths = []
-    points_of = {f: evaluations(rows[f]) for f in rows}
+    points_of = {f: evaluations(rows[f], measure) for f in rows}
     if not any(points_of.values()):
         return paths  # (no run evaluated: nothing to draw)
     for axis, name, label in ((0, "eval_vs_seconds.png", "clock, evaluation included (s, log scale)"),
@@ -266,7 +279,7 @@ def plot(runs: Dict[str, List[str]], rows: Dict[str, List[Dict[str, Any]]], thre
         if axis == 0:
             axes.set_xscale("log")
         axes.set_xlabel(label)
-        axes.set_ylabel("evaluation return (mean action)")
+        axes.set_ylabel(f"evaluation {measure_name(measure)} (mean action)")
         axes.legend(loc="lower right")
         figure.tight_layout()
         path = os.path.join(out, name)

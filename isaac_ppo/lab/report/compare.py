@@ -1,10 +1,11 @@
 """A study's comparisons between arms, each a claim with an expected direction, and its verdict; and how well a
 diagnostic measured early predicts the return at the end.
 
-The numbers compared are the ones that mean what they say: the evaluation return at matched env steps (the
-evaluations every run made at the same env-step counts: its final one, at the end of the common budget, and the
-area under the curve, the mean over the evaluations every run of both arms made), or a diagnostic (its mean
-over the run's measurements, on the study's common probe set when it gives one). Per comparison: each arm's
+The numbers compared are the ones that mean what they say: the evaluation at matched env steps (the evaluations
+every run made at the same env-step counts: its final one, at the end of the common budget, and the area under the
+curve, the mean over the evaluations every run of both arms made), or a diagnostic (its mean over the run's
+measurements, on the study's common probe set when it gives one). The evaluation is the study's `measure`: its mean
+return (return_mean, the default) or a measure of success the task declares (FrankaCabinet's drawer_opened). Per comparison: each arm's
 mean over seeds, the difference a - b with its 95% percentile-bootstrap CI (seeds resampled within each arm),
 and a two-sided permutation test of the difference of means (exact over every relabelling up to 20,000 of them,
 else that many random ones). Three kinds of comparison (the study definition's `kind:`), each with its verdict:
@@ -21,7 +22,7 @@ of the four arms' seeds within the arm, its p two-sided from that bootstrap (no 
 under this null), and a margin's scale the mean |mean| of the four arms. numpy only.
 
 Prediction: Spearman's rank correlation between a diagnostic's value at a fraction of the budget (the last
-measurement at or before it) and the run's final evaluation return, over every run of the listed arms, with a
+measurement at or before it) and the run's final evaluation (of the measure), over every run of the listed arms, with a
 permutation p-value. `adaptive_stress` is the adaptive scheduler's own signal: the share of the run's iterations up
 to that fraction at which its rule, replayed on the run's rows, would have moved to more envs (report/audit.py).
 """
@@ -37,36 +38,38 @@ import numpy as np
 
 from isaac_ppo.lab.report.audit import ADAPTIVE_STRESS, stress_share
 from isaac_ppo.lab.report.claim_curves import plot_claim_curves
-from isaac_ppo.lab.report.clock import eval_curve
-from isaac_ppo.lab.watch import read_rows
+from isaac_ppo.lab.report.clock import eval_curve, measure_name
+from isaac_ppo.lab.watch import RETURN_MEAN, read_rows
 
 EXPECT = ("greater", "less")
 KINDS = ("direction", "noninferior", "equivalent")
 
 
-def final_return(folder: str) -> Optional[float]:
-    """The run's end-of-run evaluation (metrics.json final_eval), else its last periodic one."""
+def final_return(folder: str, measure: str = RETURN_MEAN) -> Optional[float]:
+    """The run's end-of-run evaluation (metrics.json final_eval) of the measure (its return unless told), else its
+    last periodic one."""
     path = os.path.join(folder, "metrics.json")
     if os.path.isfile(path):
         with open(path) as f:
             final = (json.load(f) or {}).get("final_eval")
-        if isinstance(final, dict) and isinstance(final.get("return_mean"), (int, float)):
-            return float(final["return_mean"])
-    evals = eval_curve(read_rows(os.path.join(folder, "metrics.jsonl")))
+        if isinstance(final, dict) and isinstance(final.get(measure), (int, float)):
+            return float(final[measure])
+    evals = eval_curve(read_rows(os.path.join(folder, "metrics.jsonl")), measure)
     return evals[max(evals)] if evals else None
 
 
 def run_values(folders: Sequence[str], metric: str, grid: Sequence[int],
-               final: Callable[[str], Optional[float]] = final_return) -> List[float]:
-    """One value per run: final (the final evaluation, as `final` reads it), auc (mean evaluation over the matched
-    grid), or a diagnostic's mean over the run's measurements (diagnostics.NAME)."""
+               final: Callable[[str, str], Optional[float]] = final_return,
+               measure: str = RETURN_MEAN) -> List[float]:
+    """One value per run: final (the final evaluation of the measure, as `final` reads it), auc (its mean over
+    the matched grid), or a diagnostic's mean over the run's measurements (diagnostics.NAME)."""
     values = []
     for folder in folders:
         rows = read_rows(os.path.join(folder, "metrics.jsonl"))
         if metric == "final":
-            value = final(folder)
+            value = final(folder, measure)
         elif metric == "auc":
-            curve = eval_curve(rows)
+            curve = eval_curve(rows, measure)
             value = float(np.mean([curve[s] for s in grid])) if grid else None
         else:
             name = metric.split(".", 1)[1]
@@ -78,11 +81,11 @@ def run_values(folders: Sequence[str], metric: str, grid: Sequence[int],
     return values
 
 
-def matched_grid(folders: Sequence[str]) -> List[int]:
-    """The env-step counts at which every run evaluated."""
+def matched_grid(folders: Sequence[str], measure: str = RETURN_MEAN) -> List[int]:
+    """The env-step counts at which every run evaluated (the measure)."""
     steps = None
     for folder in folders:
-        mine = set(eval_curve(read_rows(os.path.join(folder, "metrics.jsonl"))))
+        mine = set(eval_curve(read_rows(os.path.join(folder, "metrics.jsonl")), measure))
         steps = mine if steps is None else steps & mine
     return sorted(steps or [])
 
@@ -182,18 +185,19 @@ def label(side: Any) -> str:
 
 
 def compare(runs: Dict[str, List[str]], spec: Dict[str, Any], flagged: Optional[Dict[str, str]] = None,
-            final: Callable[[str], Optional[float]] = final_return) -> Dict[str, Any]:
+            final: Callable[[str, str], Optional[float]] = final_return,
+            measure: str = RETURN_MEAN) -> Dict[str, Any]:
     """One comparison of the study definition's `compare` list: {claim, a, b, metric, expect}. flagged (run
     folder -> its name) are the runs past the gait check's flag: they stay in (dropping a run after seeing it
     biases the comparison), and the comparison names those of its arms' runs. final: how a run's final
-    evaluation is read (report/retest.py reads a second one)."""
+    evaluation is read (report/retest.py reads a second one); measure: the evaluation's key compared."""
     a, b, metric, expect = spec["a"], spec["b"], spec.get("metric", "final"), spec.get("expect", "greater")
     kind, fraction = spec.get("kind", "direction"), float(spec.get("margin", 0.0))
     flagged = flagged or {}
     arms = arm_names(a) + arm_names(b)
     folders = [f for arm in arms for f in runs.get(arm, [])]
-    grid = matched_grid(folders) if metric == "auc" else []
-    values = [run_values(runs.get(arm, []), metric, grid, final) for arm in arms]
+    grid = matched_grid(folders, measure) if metric == "auc" else []
+    values = [run_values(runs.get(arm, []), metric, grid, final, measure) for arm in arms]
     out = {"claim": str(spec.get("claim", "")), "a": a, "b": b, "metric": metric, "expect": expect, "kind": kind,
            "runs": [len(v) for v in values], "gait_flagged": [flagged[f] for f in folders if f in flagged]}
     if kind != "direction":
@@ -244,11 +248,13 @@ def signal_at(rows: Sequence[Dict[str, Any]], name: str, cut: float) -> Optional
     return float(seen[-1]) if seen else None
 
 
-def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000, seed: int = 0) -> List[Dict[str, Any]]:
-    """Spearman between each diagnostic at `at_fraction` of the run and its final return, over `arms`."""
+def predict(runs: Dict[str, List[str]], spec: Dict[str, Any], reps: int = 10000, seed: int = 0,
+            measure: str = RETURN_MEAN) -> List[Dict[str, Any]]:
+    """Spearman between each diagnostic at `at_fraction` of the run and its final evaluation of the measure (its
+    return unless told), over `arms`."""
     folders = [f for arm in spec.get("arms", list(runs)) for f in runs.get(arm, [])]
     fraction = float(spec.get("at_fraction", 0.3))
-    runs = [(read_rows(os.path.join(folder, "metrics.jsonl")), final_return(folder)) for folder in folders]
+    runs = [(read_rows(os.path.join(folder, "metrics.jsonl")), final_return(folder, measure)) for folder in folders]
     runs = [(rows, final) for rows, final in runs if rows and final is not None]
     out = []
     for name in spec.get("diagnostics", []):
@@ -370,7 +376,8 @@ def plot(comparisons: Sequence[Dict[str, Any]], path: str) -> Optional[str]:
     return path
 
 
-def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[str, Any]]) -> str:
+def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[str, Any]],
+             measure: str = RETURN_MEAN) -> str:
     lines = ["| claim | a vs b | metric | expected | mean a | mean b | a - b (95% CI) | p (permutation) | runs | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in comparisons:
@@ -385,7 +392,7 @@ def markdown(comparisons: Sequence[Dict[str, Any]], predictions: Sequence[Dict[s
                      + " | ".join(cells) + f" | {' + '.join(map(str, c['runs']))} | {c['verdict']}{_flagged_note(c)} |")
     if predictions:
         lines += ["", "| diagnostic (at a fraction of the budget) | runs | distinct values | Spearman with the final "
-                  "return | p (permutation) | p, Holm over the tested rows |", "|---|---|---|---|---|---|"]
+                  f"{measure_name(measure)} | p (permutation) | p, Holm over the tested rows |", "|---|---|---|---|---|---|"]
         for p in predictions:
             measured = [p["note"], "", ""] if p["spearman"] is None else [
                 f"{p['spearman']:+.3f}", format_p(p['p_permutation']), format_p(p['p_holm'])]
@@ -409,16 +416,17 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str,
     """A study's compare.json, compare.md (the claims table, the figures, each comparison, the predictions),
     compare.png and claim_curves.png under out; the paths written. flagged: the runs past the gait flag (see
     compare)."""
-    comparisons = [compare(runs, spec, flagged) for spec in study["compare"]]
-    predictions = predict(runs, study["predict"]) if study["predict"] else []
+    measure = study.get("measure") or RETURN_MEAN
+    comparisons = [compare(runs, spec, flagged, measure=measure) for spec in study["compare"]]
+    predictions = predict(runs, study["predict"], measure=measure) if study["predict"] else []
     with open(os.path.join(out, "compare.json"), "w") as f:
-        json.dump({"comparisons": comparisons, "predictions": predictions}, f, indent=1)
-    text = markdown(comparisons, predictions)
+        json.dump({"measure": measure, "comparisons": comparisons, "predictions": predictions}, f, indent=1)
+    text = markdown(comparisons, predictions, measure)
     figure = plot(comparisons, os.path.join(out, "compare.png"))
-    curves = plot_claim_curves(runs, claim_arms(comparisons), os.path.join(out, "claim_curves.png"))
+    curves = plot_claim_curves(runs, claim_arms(comparisons), os.path.join(out, "claim_curves.png"), measure)
     if curves:
-        text = ("![each claim's arms: evaluation return against env steps, seeds thin, median bold]"
-                "(claim_curves.png)\n\n" + text)
+        text = (f"![each claim's arms: evaluation {measure_name(measure)} against env steps, seeds thin, median "
+                "bold](claim_curves.png)\n\n" + text)
     if figure:
         text = "![each comparison's difference with its 95% CI, positive as the claim says](compare.png)\n\n" + text
     if study["claims"]:

@@ -17,12 +17,13 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from isaac_ppo.lab.report.compare import _expected, compare, final_return, label, spearman
-from isaac_ppo.lab.watch import read_rows
+from isaac_ppo.lab.watch import RETURN_MEAN, read_rows
 
 
-def second_return(folder: str) -> Optional[float]:
-    """The run's second evaluation of its final policy: its last periodic evaluation, when that one evaluated the
-    policy metrics.json's final_eval evaluates (same policy_version); else None."""
+def second_return(folder: str, measure: str = RETURN_MEAN) -> Optional[float]:
+    """The run's second evaluation of its final policy (of the measure: its return unless told): its last periodic
+    evaluation, when that one evaluated the policy metrics.json's final_eval evaluates (same policy_version); else
+    None."""
     path = os.path.join(folder, "metrics.json")
     if not os.path.isfile(path):
         return None
@@ -31,17 +32,18 @@ def second_return(folder: str) -> Optional[float]:
     if not isinstance(final, dict) or final.get("policy_version") is None:
         return None
     periodic = [row["eval"] for row in read_rows(os.path.join(folder, "metrics.jsonl"))
-                if isinstance(row.get("eval"), dict) and isinstance(row["eval"].get("return_mean"), (int, float))]
+                if isinstance(row.get("eval"), dict) and isinstance(row["eval"].get(measure), (int, float))]
     if not periodic or periodic[-1].get("policy_version") != final["policy_version"]:
         return None
-    return float(periodic[-1]["return_mean"])
+    return float(periodic[-1][measure])
 
 
 def retest(runs: Dict[str, List[str]], specs: Sequence[Dict[str, Any]],
-           flagged: Optional[Dict[str, str]] = None) -> Optional[Dict[str, Any]]:
-    """Each final comparison of `specs`, read on the first (final_eval) and the second evaluation, and the two
-    evaluations' agreement over every run that has both; None when fewer than 3 runs have a second one."""
-    pairs = [(final_return(folder), second_return(folder)) for arm in runs for folder in runs[arm]]
+           flagged: Optional[Dict[str, str]] = None, measure: str = RETURN_MEAN) -> Optional[Dict[str, Any]]:
+    """Each final comparison of `specs`, read on the first (final_eval) and the second evaluation of the measure,
+    and the two evaluations' agreement over every run that has both; None when fewer than 3 runs have a second
+    one."""
+    pairs = [(final_return(folder, measure), second_return(folder, measure)) for arm in runs for folder in runs[arm]]
     pairs = [(first, second) for first, second in pairs if first is not None and second is not None]
     if len(pairs) < 3:
         return None
@@ -50,8 +52,9 @@ def retest(runs: Dict[str, List[str]], specs: Sequence[Dict[str, Any]],
     finals = [spec for spec in specs if spec.get("metric", "final") == "final"]
     return {"runs": len(pairs), "spearman": None if math.isnan(rho) else rho,
             "mean_abs_difference": float(np.mean(np.abs(np.subtract(first, second)))),
-            "comparisons": [{"first": compare(runs, spec, flagged),
-                             "second": compare(runs, spec, flagged, final=second_return)} for spec in finals]}
+            "comparisons": [{"first": compare(runs, spec, flagged, measure=measure),
+                             "second": compare(runs, spec, flagged, final=second_return, measure=measure)}
+                            for spec in finals]}
 
 
 def markdown(again: Dict[str, Any]) -> str:
@@ -81,7 +84,7 @@ def _difference(c: Dict[str, Any]) -> str:
 def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str,
           flagged: Optional[Dict[str, str]] = None) -> List[str]:
     """retest.json and retest.md under out (the paths written; none when no run has a second evaluation)."""
-    again = retest(runs, study["compare"], flagged)
+    again = retest(runs, study["compare"], flagged, study.get("measure") or RETURN_MEAN)
     if again is None:
         return []
     paths = [os.path.join(out, "retest.json"), os.path.join(out, "retest.md")]
