@@ -38,3 +38,14 @@ def task_goals(task: str) -> Tuple[List[float], Dict[str, List[float]]]:
         return [], {}
     config = OmegaConf.to_container(OmegaConf.load(path))
     return list(config.get("solve_thresholds") or []), dict(config.get("solve_measures") or {})
+
+
+def default_task() -> str:
+    """The task a run trains when no task= is given: the packaged config.yaml's defaults list."""
+    from omegaconf import OmegaConf
+
+    import isaac_ppo.cfg
+
+    config = OmegaConf.load(os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "config.yaml"))
+    defaults = OmegaConf.to_container(config.defaults)  # (as written: the ${task} interpolations unresolved)
+    return next(str(entry["task"]) for entry in defaults if isinstance(entry, dict) and "task" in entry)

@@ -10,7 +10,7 @@ import re
 import shutil
 from typing import Any, Dict, Optional
 
-from isaac_ppo.config.files import cfg_dir, load_named, task_goals
+from isaac_ppo.config.files import cfg_dir, default_task, load_named, task_goals
 from isaac_ppo.errors import UserError
 from isaac_ppo.lab import archive
 from isaac_ppo.lab.args import key_of as _key
@@ -71,9 +71,9 @@ def load_study(name: str) -> Dict[str, Any]:
 
 
 def task_of(study: Dict[str, Any], arm: str) -> str:
-    """The task an arm trains (its last task= among the common and the arm's overrides; else config.yaml's Ant)."""
+    """The task an arm trains (its last task= among the common and the arm's overrides; else config.yaml's)."""
     named = [w.split("=", 1)[1] for w in study["common"] + study["arms"][arm] if _key(w) == "task"]
-    return named[-1] if named else "Ant"
+    return named[-1] if named else default_task()
 
 
 def _check_measure(study: Dict[str, Any], where: str) -> None:

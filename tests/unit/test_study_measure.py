@@ -15,9 +15,9 @@ from isaac_ppo.lab.study_definition import load_study
 ARMS = "arms:\n  a: []\n  b: [num_envs=32]\nseeds: [0, 1]\n"
 
 
-def study_file(tmp_path, body: str, arms: str = ARMS) -> str:
+def study_file(tmp_path, body: str, arms: str = ARMS, common: str = "common: [task=FrankaCabinet]\n") -> str:
     path = tmp_path / "s.yaml"
-    path.write_text("common: [task=FrankaCabinet]\n" + arms + body)
+    path.write_text(common + arms + body)
     return str(path)
 
 
@@ -41,6 +41,11 @@ def test_a_measure_or_stop_rule_the_study_cannot_keep_is_one_line(tmp_path, body
     with pytest.raises(UserError) as caught:
         load_study(study_file(tmp_path, body, arms))
     assert fragment in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_arm_without_task_is_checked_as_config_yaml_s_default_task(tmp_path):
+    with pytest.raises(UserError, match="measure=drawer_opened: arm a's task Ant is solved by return_mean$"):
+        load_study(study_file(tmp_path, "measure: drawer_opened\n", common="common: []\n"))
 
 
 def run_folder(tmp_path, arm, seed, opened, returns, final_opened, final_return):
