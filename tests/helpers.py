@@ -4,8 +4,11 @@ from __future__ import annotations
 import contextlib
 import glob
 import io
+import json
 import math
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
 from typing import Optional
 
@@ -30,6 +33,17 @@ def require_system(problem: Optional[str]) -> None:
     if os.environ.get(REQUIRE_SYSTEM) == "1":
         pytest.fail(f"{problem} [{REQUIRE_SYSTEM}=1: this machine must have it]")
     pytest.skip(problem)
+
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+def benchmark_lines(script: str, *args: str, timeout: float = 120) -> list:
+    """Run benchmarks/<script> with args; the JSON objects it printed, one a line (a failure shows its stderr)."""
+    done = subprocess.run([sys.executable, os.path.join(BENCHMARKS, script), *args], capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 def synthetic_buffer(model: ActorCritic, rollout_length: int, num_envs: int, seed: int = 1) -> RolloutBuffer:

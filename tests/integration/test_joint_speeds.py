@@ -3,19 +3,11 @@ one JSON line each; a limit no joint reaches counts no step past it, one every m
 all."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from helpers import benchmark_lines
 
 
 def run(*args: str) -> list:
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "joint_speeds.py"), *args],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return benchmark_lines("joint_speeds.py", *args)
 
 
 def test_bang_bang_on_cartpole_measures_its_two_joints_against_the_limit():

@@ -1,20 +1,13 @@
 """benchmarks/obs_convergence.py: the same open-loop actions at halving physics steps, one JSON line each."""
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from helpers import benchmark_lines
 
 
 def run(*args: str) -> list:
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "obs_convergence.py"), *args],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return benchmark_lines("obs_convergence.py", *args)
 
 
 def test_each_halving_is_one_line_with_the_chosen_columns_and_the_same_actions_give_the_same_figures():
