@@ -44,8 +44,6 @@ def default_task() -> str:
     """The task a run trains when no task= is given: the packaged config.yaml's defaults list."""
     from omegaconf import OmegaConf
 
-    import isaac_ppo.cfg
-
-    config = OmegaConf.load(os.path.join(os.path.dirname(isaac_ppo.cfg.__file__), "config.yaml"))
+    config = OmegaConf.load(os.path.join(os.path.dirname(cfg_dir("task")), "config.yaml"))
     defaults = OmegaConf.to_container(config.defaults)  # (as written: the ${task} interpolations unresolved)
     return next(str(entry["task"]) for entry in defaults if isinstance(entry, dict) and "task" in entry)
