@@ -211,7 +211,8 @@ def _train_or_play(cfg: Any, comm: Any, device: str, run_dir: Optional[str]) -> 
             from isaac_ppo.io import wandb_sink
 
             wandb_sink.log_play(cfg, run_dir, result)
-        print(f"[{cfg.task.name}] {result['episodes']} episodes (one per env, from reset): {describe(result)}, "
+        played = describe(result, result["measure_names"])  # (the task's measures too: ShadowHand's successes)
+        print(f"[{cfg.task.name}] {result['episodes']} episodes (one per env, from reset): {played}, "
               f"mean length {result['length_mean']:.1f}")
         if video:
             print(f"[{cfg.task.name}] video of env 0 ({result['frames']} frames): {video}")

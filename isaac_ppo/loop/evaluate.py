@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -79,11 +79,13 @@ def summarise(returns: torch.Tensor, lengths: torch.Tensor, reps: int = 2000, se
                 **{name: float(per_env[kept].mean()) for name, per_env in (measures or {}).items()})
 
 
-def describe(result: Dict[str, Any]) -> str:
-    """A summary in words: mean return, IQM and its CI (play's line, and a run's last line)."""
+def describe(result: Dict[str, Any], measures: Sequence[str] = ()) -> str:
+    """A summary in words: mean return, IQM and its CI (play's line, and a run's last line), then each of the
+    named measures' mean (play: every measure the task reports, e.g. ShadowHand's successes)."""
     low, high = result["return_ci95"]
+    shown = "".join(f", {name} {result[name]:.3g}" for name in measures if name in result)
     return (f"mean return {result['return_mean']:.2f}, IQM {result['return_iqm']:.2f} "
-            f"(95% CI {low:.2f} to {high:.2f})")
+            f"(95% CI {low:.2f} to {high:.2f}){shown}")
 
 
 def describe_run(summary: Dict[str, Any], window: int) -> str:
@@ -91,9 +93,8 @@ def describe_run(summary: Dict[str, Any], window: int) -> str:
     training return."""
     final = summary.get("final_eval")
     # a task whose success is a measure (its solve_measures: FrankaCabinet's drawer_opened) shows it beside the return
-    measured = dict.fromkeys(e["measure"] for e in summary.get("measure_solve_times") or [])
-    shown = "".join(f", {name} {final[name]:.3g}" for name in measured if final and name in final)
-    evaluation = f"evaluation over {final['episodes']} episodes: {describe(final)}{shown}; " if final else ""
+    measured = list(dict.fromkeys(e["measure"] for e in summary.get("measure_solve_times") or []))
+    evaluation = f"evaluation over {final['episodes']} episodes: {describe(final, measured)}; " if final else ""
     training = summary.get("final_window_mean_return")
     training = f"{training:.2f}" if training is not None else "n/a (no episode finished)"
     return f"{evaluation}training return {training} (the last {window} finished episodes, lagged)"

@@ -69,5 +69,5 @@ def play(cfg: DictConfig, env: Any, checkpoint_path: str, video_path: Optional[s
         recorder.close()
         result.update(video=video_path, frames=recorder.frames)
     result.update(summarise(episodes["returns"], episodes["lengths"], seed=cfg.seed, diverged=episodes["diverged"],
-                            measures=episodes["measures"]))
+                            measures=episodes["measures"]), measure_names=list(episodes["measures"]))
     return result

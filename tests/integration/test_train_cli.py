@@ -6,6 +6,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -130,6 +131,22 @@ def test_play_mode_reports_mean_return_and_length(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "5 episodes (one per env, from reset): mean return" in result.stdout, result.stdout
     assert "IQM" in result.stdout and "95% CI" in result.stdout and "mean length" in result.stdout
+
+
+@pytest.mark.slow
+def test_play_mode_reports_the_tasks_measures_beside_the_return(tmp_path):
+    """A task's measures (BallBalance's ball distance and speed; ShadowHand's successes) are what its play shows
+    beyond the return: the line carries each one's mean over the episodes played."""
+    ball = ["task=BallBalance", "sim=mujoco", "num_envs=16", "agent.minibatch_size=64", "diagnostics.plot=false"]
+    train_in_process(tmp_path / "runs", *ball, "max_iterations=1", "experiment=m")
+    (run_dir,) = run_dirs(tmp_path, "m")
+    result = train(tmp_path, *[o for o in ball if not o.startswith("num_envs=")], "test=true", "play_episodes=2",
+                   f"checkpoint={os.path.join(run_dir, 'checkpoints', 'last.pt')}")
+    assert result.returncode == 0, result.stderr
+    (line,) = [x for x in result.stdout.splitlines() if "episodes (one per env, from reset)" in x]
+    shown = re.search(r"\), ball_distance_m ([0-9.e+-]+), ball_speed_mps ([0-9.e+-]+), mean length", line)
+    assert shown, line
+    assert 0 < float(shown.group(1)) < 2 and float(shown.group(2)) >= 0, line  # (a ball on a 0.5 m tray, m)
 
 
 @pytest.mark.slow
