@@ -14,7 +14,10 @@ import sys
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow  # every test here launches processes that train (the whole suite runs them)
+# every test here launches processes that train (the whole suite runs them). One xdist worker takes
+# them all (xdist_group): the module's fixture then trains once, not once per worker that draws one of its
+# tests (13 s twice on a 2-core machine, 2026-12-02)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rl_games")]
 
 BIN = os.path.dirname(sys.executable)
 TRAIN = os.path.join(BIN, "isaac-ppo-train")

@@ -19,7 +19,10 @@ from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.errors import UserError
 from isaac_ppo.io import rlgames_checkpoint
 
-pytestmark = pytest.mark.slow  # trains with rl-games in a subprocess, then plays with the CLI
+# trains with rl-games in a subprocess, then plays with the CLI. One xdist worker takes
+# them all (xdist_group): the module's fixture then trains once, not once per worker that draws one of its
+# tests (7 s twice on a 2-core machine, 2026-12-02)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rl_games_checkpoint")]
 
 TRAIN = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
 HIDDEN = [48, 24]  # not Cartpole's default [32, 32]: play must be told the network, and is
