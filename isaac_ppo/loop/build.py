@@ -98,9 +98,14 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
                               cfg.agent.games_to_track)
     # the ranks on one machine share its cores: each takes its part, for collection and for the update
     share = comm.local_world_size
-    collect_threads = max(1, cfg.collect_torch_threads // share)
-    source = batches.for_mode(cfg.scheduler.get("mode", "sync"), collector, collect_threads, model,
-                              lambda: build_model(cfg, env, device_))
+    mode = cfg.scheduler.get("mode", "sync")
+    update_threads = max(1, cfg.torch_threads // share)
+    # torch's thread count is the process's (MKL's is global; a new thread takes the value set last when it first
+    # runs an op): with collection on a thread beside the update, a second count would make which count each ran on
+    # a race, and the floats with it (a resumed concurrent run differed from the whole one in the 8th digit of its
+    # losses when the cores were busy, 2026-12-02). Concurrent runs keep the update's count throughout
+    collect_threads = update_threads if mode == "concurrent" else max(1, cfg.collect_torch_threads // share)
+    source = batches.for_mode(mode, collector, collect_threads, model, lambda: build_model(cfg, env, device_))
     videos = None
     if cfg.capture_video and cfg.capture_video_interval_iterations > 0 and comm.is_main:  # an env of its own, one env
         video_env = _make_env(cfg, 1, cfg.seed + VIDEO_SEED_OFFSET, device)
@@ -110,7 +115,7 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     return Runner(
         cfg, env, model=model, ppo=ppo, probe=probe, scheduler=scheduler, collector=collector, batches=source,
         checkpointer=Checkpointer(run_dir, cfg.save_interval_iterations, write=comm.is_main), logger=logger, comm=comm,
-        update_threads=max(1, cfg.torch_threads // share), budgets=(max_iterations, max_env_steps),
+        update_threads=update_threads, budgets=(max_iterations, max_env_steps),
         evaluator=build_evaluator(cfg, env, device, comm.is_main),
     )
 

@@ -71,6 +71,17 @@ def test_best_pt_holds_the_policy_alone_plays_and_is_refused_for_resume(tmp_path
     assert calls == [] and os.path.isfile(tmp_path / "checkpoints" / "best.pt")
 
 
+def test_a_concurrent_run_keeps_one_torch_thread_count_for_collection_and_update(tmp_path):
+    """torch's thread count is the process's: a collection thread beside the update must not run on a count of its
+    own (which count each op got became a race, and a resumed concurrent run's losses differed from the whole
+    run's in their 8th digit on busy cores). A sync run still collects on collect_torch_threads."""
+    threads = ["torch_threads=2", "collect_torch_threads=1", "max_iterations=1"]
+    _, _, concurrent, _ = _train(tmp_path / "concurrent", "scheduler=concurrent", *threads)
+    assert concurrent.batches.collect_threads == concurrent.update_threads == 2
+    _, _, sync, _ = _train(tmp_path / "sync", *threads)
+    assert (sync.batches.collect_threads, sync.update_threads) == (1, 2)
+
+
 ON_A_GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
