@@ -167,7 +167,7 @@ def test_the_proof_runs_end_to_end_in_dry_mode_on_the_cpu(tmp_path):
     assert steps["contract"]["figures"]["collected"] >= 7 and steps["equivalence"]["figures"]["collected"] >= 2
     assert steps["resume_exact"]["figures"]["collected"] >= 1
     assert steps["bench_sim_Cartpole_64"]["figures"]["raw_steps_per_s"] > 0
-    assert steps["mixed_precision_resume"]["figures"]["iterations_logged"] == [0, 1, 2, 3, 4]
+    assert steps["mixed_precision_resume"]["figures"]["iterations_logged"] == [0, 1]  # (dry: 1, resumed to 2)
     assert set(steps["kernels"]["figures"]["before"]) == {"cuda", "cpu"}
     assert (out / "proof.log").stat().st_size > 0 and (tmp_path / "kit" / "proof.json").exists()
 
