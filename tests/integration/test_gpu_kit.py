@@ -151,7 +151,14 @@ def test_the_proof_covers_the_cuda_path_for_every_task_after_cartpole(tmp_path):
     assert proof.device == "cuda" and load("proof").DEADLINE_S == kit.PROOF_S
 
 
+# the dry runs step MuJoCo Warp in subprocesses that share the kernel cache: on the worker of the suite's other
+# mjwarp tests (test_backend_contract.py) they find the kernels compiled. On the other worker of a fresh machine
+# they compiled them at the same time as it did, and that worker then compiled twice (42 s, 36 s), where alone it
+# compiles once (37 s; CI, cold cache, AVX2, 2026-12-02)
+MJWARP_WORKER = pytest.mark.xdist_group("mjwarp")
+
 @pytest.mark.slow
+@MJWARP_WORKER
 def test_the_proof_runs_end_to_end_in_dry_mode_on_the_cpu(tmp_path):
     """run.sh proof --dry: every step of the GPU proof, on Warp's CPU device with CUDA hidden, Cartpole at 64
     envs and 1 iteration; one JSON with each step passed, and the log."""
@@ -173,6 +180,7 @@ def test_the_proof_runs_end_to_end_in_dry_mode_on_the_cpu(tmp_path):
 
 
 @pytest.mark.slow
+@MJWARP_WORKER
 def test_the_kit_trains_for_its_seconds_and_brings_back_a_run_folder_that_replays_on_mujoco(tmp_path):
     """run.sh train --dry: Cartpole on Warp's CPU device, stopped by SIGTERM 3 s after its first iteration; what
     comes back is a run folder (config, metrics, last.pt, best.pt) and train.json, and its policy plays on
