@@ -93,7 +93,7 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
         gamma, lam = cfg.agent.gamma, cfg.agent.lam
 
         def collect() -> Any:
-            torch.set_num_threads(cfg.collect_torch_threads)
+            torch.set_num_threads(runner.batches.collect_threads)  # (the run's: a concurrent run's is torch_threads)
             buffer, info = runner.collector.collect(plan, runner.model)
             buffer.compute_gae(info["last_values"], gamma, lam)
             torch.set_num_threads(cfg.torch_threads)
@@ -137,7 +137,7 @@ def bench_train(overrides: List[str], iterations: int = 5) -> Dict[str, Any]:
         "glue_ratio": round(iteration_s / (collect_s + update_s), 4),
         "overlap_floor_s": round(max(collect_s, update_s), 4),
         "env_steps_per_s": round(plan.batch_size / iteration_s),
-        "torch_threads": cfg.torch_threads, "collect_torch_threads": cfg.collect_torch_threads,
+        "torch_threads": cfg.torch_threads, "collect_torch_threads": runner.batches.collect_threads,
         "iterations_timed": len(clean), "evaluations": len(evaluations), "eval_s": round(sum(evaluations), 4),
     }
 
