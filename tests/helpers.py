@@ -20,6 +20,11 @@ from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
 from isaac_ppo.agent.rollout import RolloutBuffer
 
 
+# every test that steps MuJoCo Warp on the CPU, in process or in a subprocess, takes this one xdist worker
+# (pyproject.toml's --dist loadgroup): Warp's kernel cache is then filled once per machine, not by two workers at
+# once (a cold CI compiled it twice, 42 s and 36 s, when the kit's dry runs were on the other worker, 2026-12-02)
+MJWARP_WORKER = pytest.mark.xdist_group("mjwarp")
+
 # CI (.ci/run) installs every system library the suite uses and sets this: a missing one fails there
 REQUIRE_SYSTEM = "ISAAC_PPO_REQUIRE_SYSTEM"
 

@@ -16,19 +16,18 @@ import os
 import pytest
 import torch
 
-from helpers import require_system
+from helpers import MJWARP_WORKER, require_system
 from isaac_ppo.envs import make
 from isaac_ppo.envs.episodes import EpisodeTracker
 from isaac_ppo.errors import InputError
 
-MJWARP = pytest.mark.xdist_group("mjwarp")
 MJWARP_DEVICE = os.environ.get("ISAAC_PPO_TEST_MJWARP_DEVICE", "cpu")  # (pytest --mjwarp-device=cuda sets it)
 
 
 def case(sim: str, task: str):
     marks = []
     if sim == "mjwarp":
-        marks.append(MJWARP)
+        marks.append(MJWARP_WORKER)
         if task != "Cartpole":
             marks.append(pytest.mark.mjwarp_models)
     return pytest.param(sim, task, marks=marks, id=f"{sim}-{task}")

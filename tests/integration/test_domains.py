@@ -3,7 +3,6 @@ config may be NaN or infinite, and a run folder that cannot be made is refused b
 exit 2, no folder. A seeded fuzzer tries bad values on every key of every task's composed config."""
 from __future__ import annotations
 
-import copy
 import math
 import os
 import random
@@ -170,9 +169,9 @@ def test_a_seeded_fuzzer_over_every_key_of_every_task(capsys):
     one line naming the key; a value inside is not refused for its own sake; nothing but a UserError is ever
     raised. A key with a declared domain (the task's parameters, the run's RUN_DOMAINS) gets the six of ALWAYS and
     one more drawn (over ~220 such keys each of MORE is still drawn ~20 times; a second draw per key cost a tenth of
-    the suite's slowest test); any other key two drawn from both lists. The run's keys are the same in every task's config:
-    they are fuzzed in the first task's only; the others' task.* and agent.* keys each time, but for a key with the
-    same domain and default as one already fuzzed."""
+    the suite's slowest test); any other key two drawn from both lists. The run's keys are the same in every task's
+    config: they are fuzzed in the first task's only; the others' task.* and agent.* keys each time, but for a key
+    with the same domain and default as one already fuzzed."""
     rng = random.Random(43)
     cases = refused = 0
     fuzzed = set()

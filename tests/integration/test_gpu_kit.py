@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import require_system
+from helpers import MJWARP_WORKER, require_system
 
 REPO = Path(__file__).resolve().parents[2]
 GPU = REPO / "benchmarks" / "gpu"
@@ -150,12 +150,6 @@ def test_the_proof_covers_the_cuda_path_for_every_task_after_cartpole(tmp_path):
     assert names == expected  # (the figures every proof measured alike last, where the deadline cuts first)
     assert proof.device == "cuda" and load("proof").DEADLINE_S == kit.PROOF_S
 
-
-# the dry runs step MuJoCo Warp in subprocesses that share the kernel cache: on the worker of the suite's other
-# mjwarp tests (test_backend_contract.py) they find the kernels compiled. On the other worker of a fresh machine
-# they compiled them at the same time as it did, and that worker then compiled twice (42 s, 36 s), where alone it
-# compiles once (37 s; CI, cold cache, AVX2, 2026-12-02)
-MJWARP_WORKER = pytest.mark.xdist_group("mjwarp")
 
 @pytest.mark.slow
 @MJWARP_WORKER

@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from helpers import require_system
+from helpers import MJWARP_WORKER, require_system
 from isaac_ppo.loop.build import build_env_and_scheduler, build_runner
 from isaac_ppo.distributed import Local
 from isaac_ppo.errors import RunFailure, UserError
@@ -88,7 +88,7 @@ ON_A_GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUD
 @pytest.mark.parametrize("scheduler,sim,device", [
     ("fixed", "mujoco", "cpu"), ("concurrent", "mujoco", "cpu"),
     pytest.param("fixed", "mjwarp", "cpu",  # (slow: MuJoCo Warp's CPU device)
-                 marks=[pytest.mark.xdist_group("mjwarp"), pytest.mark.slow]),
+                 marks=[MJWARP_WORKER, pytest.mark.slow]),
     # on a GPU: the learner's tensors and generators on cuda (sim=mujoco), and MuJoCo Warp's worlds too
     pytest.param("fixed", "mujoco", "cuda", marks=ON_A_GPU), pytest.param("concurrent", "mujoco", "cuda", marks=ON_A_GPU),
     pytest.param("fixed", "mjwarp", "cuda", marks=ON_A_GPU)])

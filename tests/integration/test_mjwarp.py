@@ -15,11 +15,11 @@ import tempfile
 import pytest
 import torch
 
-from helpers import TRAY_AND_BALL_WEIGHT, require_system, rest_the_ball_on_the_tray, train_in_process
+from helpers import MJWARP_WORKER, TRAY_AND_BALL_WEIGHT, require_system, rest_the_ball_on_the_tray, train_in_process
 from isaac_ppo.envs import make
 from isaac_ppo.envs.make import resolve_sim
 
-pytestmark = pytest.mark.xdist_group("mjwarp")  # one worker compiles the kernels, once
+pytestmark = MJWARP_WORKER  # one worker compiles the kernels, once
 DEVICE = os.environ.get("ISAAC_PPO_TEST_MJWARP_DEVICE", "cpu")  # (pytest --mjwarp-device=cuda sets it)
 
 

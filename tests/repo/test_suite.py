@@ -30,4 +30,5 @@ def test_an_xdist_group_runs_on_one_worker(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\b6 passed", done.stdout), done.stdout
     workers = {path.read_text() for path in where.iterdir()}
-    assert len(workers) == 1, f"one xdist_group ran on {sorted(workers)}: is pytest >= 9.2 installed (xdist issue 1386)?"
+    assert len(workers) == 1, (f"one xdist_group ran on {sorted(workers)}: "
+                               "is pytest >= 9.2 installed (xdist issue 1386)?")
