@@ -165,8 +165,8 @@ class RunLogger:
         budget = f"/{self.max_env_steps:,}" if self.max_env_steps else ""
         line = (
             f"[{self.task}] iter {done}{total} | steps {row['env_steps']:,}{budget} | "
-            f"{row['fps']:,.0f} steps/s | train return {row['window_mean_return']:.2f} | "
-            f"length {row['window_mean_length']:.0f} | "
+            f"{row['fps']:,.0f} steps/s | train return {_shown(row['window_mean_return'], '.2f')} | "
+            f"length {_shown(row['window_mean_length'], '.0f')} | "
             f"ETA {_clock(eta)}"
         )
         if row["diverged"]:  # episodes a diverged simulation ended (thrown away): never silent
@@ -269,6 +269,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _shown(value: Optional[float], spec: str) -> str:
+    """A window statistic for the progress line: '-' until an episode has ended (the window is empty: NaN in
+    the row, null in metrics.jsonl), not 'nan'."""
+    return "-" if value is None or not math.isfinite(value) else format(value, spec)
 
 
 def _clock(seconds: float) -> str:
