@@ -2,7 +2,8 @@
 # Overhead of the diagnostics on Ant at its default size (4096 x 16): the same 20-iteration run with
 # diagnostics=off, default (every 10 iterations) and full (every iteration, all variants, coverage), in turn.
 # Reports each run's training wall time and the probe's own measured time (diagnostics_s, summed).
-# Appends JSON lines to benchmarks/logs/diagnostics-$(date +%F).jsonl; figures go to RESULTS.md by hand.
+# Appends JSON lines to benchmarks/logs/diagnostics-$(date +%F).jsonl; figures go by hand to a dated entry of
+# benchmarks/history/diagnostics.md and, as the current figures, to RESULTS.md.
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p logs

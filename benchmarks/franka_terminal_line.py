@@ -1,9 +1,10 @@
 """Why FrankaCabinet's policies leave the drawer short of 0.39 m: the same task with its terminal line removed.
 
 IsaacGymEnvs ends a FrankaCabinet episode when the drawer is open past 0.39 m, and pays for an open drawer every
-step; a return-maximising policy may then stop short of the line (RESULTS.md, "FrankaCabinet under the fixed
-learner"). Train the task with that one line removed, the key env.openEndsEpisode=false (the drawer past 0.39 m still
-pays IsaacGymEnvs' bonus and still counts as drawer_opened at an episode's end, but the episode runs to its
+step; a return-maximising policy may then stop short of the line (benchmarks/history/franka-cabinet.md,
+"FrankaCabinet under the fixed learner"). Train the task with that one line removed, the key
+env.openEndsEpisode=false (the drawer past 0.39 m still pays IsaacGymEnvs' bonus and still counts as drawer_opened
+at an episode's end, but the episode runs to its
 time-out; the run's evaluations stay on the task proper, cfg/task/FrankaCabinet.yaml's eval_env), and replay its
 checkpoints here on the task proper (terminal past 0.39 m) to see how they cross it:
 
@@ -18,7 +19,7 @@ line: the share of envs whose first episode crossed 0.39 m, the peak opening of 
 share of its steps with the drawer past 0.3 m, its mean length; and the peak speeds of the drawer (m/s) and of the
 fastest of arm joints 1-7 (rad/s) in each first episode (10/50/90%), against the URDF's velocity limits (drawer
 1 m/s; joints 1-4 2.175 rad/s, 5-7 2.61 rad/s), which the port holds only with task.mujoco.velocity_limits=true
-(docs/tasks.md, FrankaCabinet).
+(docs/tasks/manipulation.md, FrankaCabinet).
 """
 from __future__ import annotations
 

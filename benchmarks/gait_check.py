@@ -22,14 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from isaac_ppo.lab.gait import GAITS, check
-from isaac_ppo.tasks.base import INTEGRATORS
+from isaac_ppo.envs.registry import INTEGRATORS
+from isaac_ppo.lab.gait import check, tasks_with_gaits
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", nargs="+")
-    parser.add_argument("--task", default="Ant", choices=list(GAITS))
+    parser.add_argument("--task", default="Ant", choices=tasks_with_gaits())
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)

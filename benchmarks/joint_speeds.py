@@ -1,6 +1,6 @@
 """How fast a task's joints move on its MuJoCo port, against a speed limit: under trained policies, or under
 bang-bang actions (what the physics allows at all). For the URDF velocity limits that Isaac Gym hands PhysX and
-MuJoCo does not have (docs/tasks.md: Anymal, FrankaCabinet).
+MuJoCo does not have (docs/tasks/legged.md, Anymal; docs/tasks/manipulation.md, FrankaCabinet).
 
     python benchmarks/joint_speeds.py TASK CHECKPOINT [CHECKPOINT ...] [--limit RAD_S] [--envs N] [--steps N]
     python benchmarks/joint_speeds.py TASK --bang-bang PERIOD [PERIOD ...] [--limit RAD_S] [--envs N] [--steps N]

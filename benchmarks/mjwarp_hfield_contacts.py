@@ -17,8 +17,9 @@ Ground `map` is the task's height field as the port builds it (tasks/legged/terr
 map's frame on its flat border (-20 < at < 0, surface at z = 0), each world moved by up to 0.1 m in x and y so that
 the spot within a sample's cell varies.
 
-Measured with mujoco-warp 4.0.0 (CPU device) in benchmarks/RESULTS.md, "AnymalTerrain on MuJoCo Warp: box contacts
-with the height field": a few box contacts a 512-world batch at ~10 cm, none in MuJoCo's or on a plane.
+Measured with mujoco-warp 4.0.0 (CPU device) in benchmarks/history/anymal-terrain.md, "AnymalTerrain: throughput",
+its paragraph "AnymalTerrain on MuJoCo Warp: box contacts with the height field": a few box contacts a 512-world
+batch at ~10 cm, none in MuJoCo's or on a plane.
 """
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 seeded sequence) on the same reset states, replayed at physics steps that halve each time (the control step kept),
 and the mean |observation| of each chosen column over every env and step. A column that keeps moving as the step
 halves carries integration error into what the policy sees: a policy can learn it, and the gait check then finds
-the policy fails at finer steps (BallBalance's tray sensors under implicitfast: benchmarks/RESULTS.md,
-"BallBalance learning").
+the policy fails at finer steps (BallBalance's tray sensors under implicitfast: benchmarks/history/ballbalance.md,
+"Why BallBalance fails the gait check").
 
   python benchmarks/obs_convergence.py BallBalance --columns 12:24 --timestep 0.00125 --substeps 8 --halvings 3 \
       [--integrator euler] [--envs 16] [--steps 200]

@@ -5,7 +5,8 @@
 # 2. a schedule on Ant that changes the split mid-run (2048 x 32 -> 4096 x 16 at iteration 3): collection
 #    env-steps/s per active env before and after the change, beside a fixed 2048 x 32 run;
 # 3. Cartpole learning, sync vs concurrent, seeds 42 1 2: the first iteration with mean return >= 400.
-# Appends JSON lines to benchmarks/logs/scheduler-$(date +%F).jsonl; figures go to RESULTS.md by hand.
+# Appends JSON lines to benchmarks/logs/scheduler-$(date +%F).jsonl; figures go by hand to a dated entry of
+# benchmarks/history/schedulers.md and, as the current figures, to RESULTS.md.
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p logs

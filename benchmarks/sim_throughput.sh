@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Simulator throughput at 4096 envs for the three ports, each beside a bare mujoco.batch.Batch of the same
 # model and substeps (contract overhead), then the divergence rate over 1000-step random-action runs.
-# Appends one JSON line per run to benchmarks/logs/sim-$(date +%F).jsonl; figures go to RESULTS.md by hand.
+# Appends one JSON line per run to benchmarks/logs/sim-$(date +%F).jsonl; figures go by hand to a dated entry of
+# benchmarks/history/simulators.md and, as the current figures, to RESULTS.md.
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p logs

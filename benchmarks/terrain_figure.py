@@ -1,4 +1,4 @@
-"""The figure of AnymalTerrain's map (docs/tasks.md): the curriculum map our code generates from a seed with
+"""The figure of AnymalTerrain's map (docs/tasks/legged.md): the curriculum map our code generates from a seed with
 IsaacGymEnvs' parameters (cfg/task/AnymalTerrain.yaml), as heights seen from above, the cells' levels (rows, x) and
 kinds (columns, y) marked, and the heights along the centre line of one column of each kind, level by level.
 

@@ -6,8 +6,9 @@ Run at image build (docker/Dockerfile with --build-arg EXTRAS=video,mjwarp), whe
 
 (no ARCH given: the space-separated WARP_CUDA_ARCHS of the environment, the Dockerfile's build arg)
 
-1. For each registered task (isaac_ppo.tasks.TASKS: Cartpole, Ant, Humanoid, Anymal) an env is built and stepped on Warp's CPU device: this compiles every
-   kernel the task uses for the CPU (sim=mjwarp device=cpu) and registers the kernel modules.
+1. For each registered task (isaac_ppo.envs.registry.registered_tasks()) an env is built and stepped on Warp's CPU
+   device: this compiles every kernel the task uses for the CPU (sim=mjwarp device=cpu) and registers the kernel
+   modules.
 2. For each ARCH, every module step 1 loaded is compiled ahead of time for that GPU architecture with NVRTC
    (warp.compile_aot_module; no GPU or driver needed) into the same cache, where a run on a GPU of that
    architecture finds it. A kernel MuJoCo Warp uses on CUDA only (none seen on the CPU pass) still compiles
@@ -26,9 +27,10 @@ def main(archs: list) -> int:
     from warp._src.context import user_modules
 
     from isaac_ppo.envs import make
-    from isaac_ppo.tasks import TASKS
+    from isaac_ppo.envs.registry import registered_tasks
 
-    for task in TASKS:  # (every task a run may name: one whose kernels are missing compiles them on the GPU)
+    # every task a run may name: one whose kernels are missing compiles them on the GPU
+    for task in registered_tasks():
         started = time.perf_counter()
         env = make(task, 4, sim="mjwarp", device="cpu")
         env.reset()

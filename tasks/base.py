@@ -3,7 +3,7 @@
 Owns the active subset, substeps, automatic resets, divergence handling and the one copy per step to the
 learner's device. A task subclass supplies its model file and three small torch functions:
 ``compute_observations``, ``compute_reward`` and ``reset_state``: the task's semantics, written once for both
-simulators (sim_batch.py: mujoco.batch, float64 on the CPU; sim_warp.py: MuJoCo Warp, float32 on its device).
+simulators (sim/batch.py: mujoco.batch, float64 on the CPU; sim/warp.py: MuJoCo Warp, float32 on its device).
 
 Reset timing (a documented difference from IsaacGymEnvs): an env whose episode ends in step t is reset
 inside step t, Isaac Lab style. Step t returns the new episode's first observation in ``obs`` and the
@@ -28,7 +28,7 @@ import torch
 
 from isaac_ppo.envs.contract import StepResult, check_actions, check_active, check_num_envs, nonfinite_rows
 from isaac_ppo.errors import UserError
-from isaac_ppo.tasks import INTEGRATORS
+from isaac_ppo.envs.registry import INTEGRATORS, TaskSpec
 
 
 def integrator(name: Any) -> int:
@@ -47,7 +47,7 @@ Selection = Union[slice, torch.Tensor]
 class MujocoTask:
     """A batch of MuJoCo simulations of one task behind the VecEnv contract."""
 
-    asset = ""  # model file in assets/ beside the task's module (each family keeps its models there)
+    spec: TaskSpec  # the task, declared once (its name, model file, parameter domains, ...): envs/registry.py
     num_obs = 0
     num_actions = 0
     # the size of the task's critic observation (on with env.asymmetric_observations); 0: the task has none
@@ -59,9 +59,9 @@ class MujocoTask:
 
     @classmethod
     def asset_path(cls) -> str:
-        """The task's model file: assets/<asset> in the folder of the module that defines the task."""
+        """The task's model file: its spec's model, relative to the folder of the module that defines the task."""
         module_file = sys.modules[cls.__module__].__file__
-        return os.path.join(os.path.dirname(os.path.abspath(module_file)), "assets", cls.asset)
+        return os.path.join(os.path.dirname(os.path.abspath(module_file)), cls.spec.model)
 
     def __init__(self, cfg: Mapping[str, Any], num_envs: int, seed: int = 0, device: str = "cpu",
                  sim: str = "mujoco"):
@@ -133,8 +133,26 @@ class MujocoTask:
     # what a task supplies
 
     def control_step_s(self) -> float:
-        """Seconds a control step lasts: IsaacGymEnvs' sim.dt (a task with a decimation says otherwise)."""
-        return float(self.cfg["sim"]["dt"])
+        """Seconds a control step lasts (control_step_of the task's config)."""
+        return self.control_step_of(self.cfg)
+
+    @classmethod
+    def control_step_of(cls, cfg: Mapping[str, Any]) -> float:
+        """Seconds a control step lasts under task config cfg: IsaacGymEnvs' sim.dt (a task with a decimation says
+        otherwise)."""
+        return float(cfg["sim"]["dt"])
+
+    @classmethod
+    def episode_overrides(cls, cfg: Mapping[str, Any], steps: int) -> Dict[str, Any]:
+        """The task overrides (make()'s keywords) under which its episodes last `steps` control steps (cfg: its
+        task config): IsaacGymEnvs' env.episodeLength; a task that names it otherwise, or gives it in seconds,
+        says so. The inverse of episode_length_steps."""
+        return {"episodeLength": steps}
+
+    def make_terminal(self, ids: Selection) -> None:
+        """Put envs ids into a state this task ends as terminal on the next step (a fall, a drop, a success that
+        ends the episode): the contract suite's known answer, which every task supplies."""
+        raise NotImplementedError(f"{type(self).__name__} names no terminal state (make_terminal)")
 
     def episode_length_steps(self) -> int:
         """Control steps an episode lasts before its time-out (IsaacGymEnvs' env.episodeLength; a task that gives

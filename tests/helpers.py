@@ -24,6 +24,9 @@ from isaac_ppo.agent.rollout import RolloutBuffer
 # (pyproject.toml's --dist loadgroup): Warp's kernel cache is then filled once per machine, not by two workers at
 # once (a cold CI compiled it twice, 42 s and 36 s, when the kit's dry runs were on the other worker, 2026-12-02)
 MJWARP_WORKER = pytest.mark.xdist_group("mjwarp")
+# the one task whose MuJoCo Warp kernels the default suite compiles (no contacts: ~1 minute on a cold cache); every
+# other registered task runs on MuJoCo Warp with --mjwarp-all-models (tests/conftest.py)
+MJWARP_DEFAULT_TASK = "Cartpole"
 
 # CI (.ci/run) installs every system library the suite uses and sets this: a missing one fails there
 REQUIRE_SYSTEM = "ISAAC_PPO_REQUIRE_SYSTEM"
@@ -127,3 +130,12 @@ def rest_the_ball_on_the_tray(env, steps: int = 200):
         assert not resets.any() and extras["diverged"] == 0
     assert reward.min() > 0.95  # the ball at rest 0.03 m from (0, 0, 0.7)
     return env.tray_wrenches(everyone)[0].cpu()
+
+
+def one_line_error(result, *fragments):
+    """A refused command: exit status 2, one line on stderr holding every fragment, no traceback."""
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

@@ -25,8 +25,9 @@ LIMIT = 64 * MIB  # one transfer: the working tree and the carried folder togeth
 MARGIN = 2 * MIB  # the tree growing between pack and send, the manifest, rounding
 # the slot (seconds of device time): start-up, each transfer, the proof and one rerun of what failed in it
 SLOT_S = 900
-# Measured on three H100 loans (benchmarks/RESULTS.md, "GPU kit"): a start and transfer 1 held 34-38 s, each later
-# call 5-8 s beyond its command, 62 MiB with the tree unpacked in 8-9 s; the figures below keep about 2x of margin
+# Measured on three H100 loans (benchmarks/history/gpu-kit.md, its proofs): a start and transfer 1 held 34-38 s,
+# each later call 5-8 s beyond its command, 62 MiB with the tree unpacked in 8-9 s; the figures below keep about
+# 2x of margin
 STARTUP_S = 60
 CALL_S = 15  # one call's fixed cost: the tree's sync, the machine's answer, our receive/install command
 RATE_BPS = 6 * MIB  # transfer rate assumed (measured: ~8 MiB/s)

@@ -12,12 +12,13 @@ checks is that each command and its selection hold (a selection that matches not
 Anymal (issue 45) is in every step that lists tasks: the contract and equivalence cases (--mjwarp-all-models),
 bench_sim at 4,096 and 16,384 envs and memory (the registry's tasks after Cartpole), and a short training,
 bench_train_Anymal_4096 (IsaacGymEnvs' 4,096 envs x 24 steps, 5 iterations). What Anymal adds, measured on
-an H100 (2026-11-26, benchmarks/RESULTS.md "GPU kit"): bench_sim 14.1 s and 16.0 s, memory ~10 s of its 29.6 s,
-bench_train_Anymal_4096 19.0 s, and its contract and equivalence cases; the whole proof took 426 s of its 480-s
-deadline with four tasks. With BallBalance (issue 47) the steps took ~630 s (the third proof: 478 s for 15, the
-480-s deadline then cut four, 150 s on their rerun), so the deadline is now 540 s, measured start-up and transfers
-leaving room in the 900 s for `run.sh proof --rerun` of whatever it cuts. AnymalTerrain (issue 46) and
-FrankaCabinet (issue 47) are in the same steps (contract, equivalence, bench_sim at 4,096 and 16,384 envs, memory).
+an H100 (2026-11-26, benchmarks/history/gpu-kit.md, "The kit's first proof on a GPU"): bench_sim 14.1 s and 16.0 s,
+memory ~10 s of its 29.6 s, bench_train_Anymal_4096 19.0 s, and its contract and equivalence cases; the whole proof
+took 426 s of its 480-s deadline with four tasks. With BallBalance (issue 47) the steps took ~630 s (the third
+proof: 478 s for 15, the 480-s deadline then cut four, 150 s on their rerun), so the deadline is now 540 s, measured
+start-up and transfers leaving room in the 900 s for `run.sh proof --rerun` of whatever it cuts. AnymalTerrain
+(issue 46) and FrankaCabinet (issue 47) are in the same steps (contract, equivalence, bench_sim at 4,096 and 16,384
+envs, memory).
 The fourth proof (2026-11-27, with AnymalTerrain, without FrankaCabinet): 536 s for 19 steps, the deadline cut
 memory and bench_train_Anymal_4096 (72 s on their rerun); 680 s of the 900 held in all. FrankaCabinet adds its
 cases and benches: expect one rerun call. ShadowHand (issue 47, 8 physics steps a control step) is in the same
@@ -195,12 +196,17 @@ class Proof:
 
     def steps(self) -> list:
         """(name, function) in the order they run: the cheap checks first, then what the slot is for."""
-        try:
-            from isaac_ppo.tasks import TASKS  # the registry: every task after Cartpole is benchmarked
+        try:  # the registry: every task after Cartpole is benchmarked, at its spec's sizes
+            from isaac_ppo.envs import registry
+
+            kit = {name: (list(spec.gpu_kit_envs), list(spec.gpu_kit_memory_envs))
+                   for name, spec in registry.specs().items()}
         except ImportError:  # (the environment step says why)
-            TASKS = {"Ant": None, "Humanoid": None}
-        tasks = ["Cartpole"] if self.dry else [t for t in TASKS if t != "Cartpole"]
-        sizes = [64] if self.dry else [4096, 16384]
+            kit = {name: ([4096, 16384], [1024, 4096, 16384]) for name in ("Ant", "Humanoid")}
+        tasks = ["Cartpole"] if self.dry else [t for t in kit if t != "Cartpole"]
+        sizes = [64] if self.dry else [4096, 16384]  # (the end-to-end training's)
+        throughput = {task: [64] if self.dry else kit[task][0] for task in tasks}
+        memory = {task: [64] if self.dry else kit[task][1] for task in tasks}
         train_task = "Cartpole" if self.dry else "Ant"
         train_envs = 64 if self.dry else 4096
         models = [] if self.dry else ["--mjwarp-all-models"]
@@ -225,7 +231,7 @@ class Proof:
                 "sim", f"task={task}", f"num_envs={n}", "steps=20" if self.dry else "steps=200", "sim=mjwarp",
                 f"device={self.device}", "raw=true"], 90))
 
-        out.extend(bench_sim(task, sizes[0]) for task in tasks)
+        out.extend(bench_sim(task, throughput[task][0]) for task in tasks)
         for n in ([train_envs] if self.dry else [train_envs, 16384]):  # end to end, against the 1M env steps/s goal
             name = f"bench_train_{train_task}_{n}"
             out.append((name, lambda name=name, n=n: self.command(name, bench + [
@@ -239,11 +245,13 @@ class Proof:
         out.append(("resume_exact", lambda: self.pytest("resume_exact", [
             "tests/integration/test_loop_in_process.py", "-k",
             "test_resume_continues_exactly and " + ("fixed and mjwarp and cpu" if self.dry else "cuda")], 150)))
-        out.append(("memory", lambda: self.memory(tasks, sizes if self.dry else [1024, 4096, 16384])))
-        if not self.dry and "Anymal" in TASKS:
+        out.append(("memory", lambda: self.memory(memory)))
+        if not self.dry and "Anymal" in kit:
             out.append(("bench_train_Anymal_4096", lambda: self.command("bench_train_Anymal_4096", bench + [
                 "train", "task=Anymal", "sim=mjwarp", f"device={self.device}", "num_envs=4096", "iterations=5"], 120)))
-        out.extend(bench_sim(task, n) for n in sizes[1:] for task in tasks)  # (last: see the module's docstring)
+        larger = sorted({n for task in tasks for n in throughput[task][1:]})
+        out.extend(bench_sim(task, n) for n in larger for task in tasks if n in throughput[task][1:])  # (last: see
+        # the module's docstring)
         return out
 
     def kernels(self, argv: list) -> None:
@@ -289,10 +297,11 @@ class Proof:
         self.record("mixed_precision_resume", passed, time.monotonic() - t0, figures,
                     "" if passed else _last_line(second["stderr"] or first["stderr"]))
 
-    def memory(self, tasks: list, sizes: list) -> None:
+    def memory(self, sizes_of: dict) -> None:
+        """Each task's GPU memory at each of its sizes (task -> sizes)."""
         t0 = time.monotonic()
         figures, failed = {}, []
-        for task in tasks:
+        for task, sizes in sizes_of.items():
             done = self.run(f"memory {task}", [PY, "-c", MEMORY, task, self.device, ",".join(map(str, sizes))], 90)
             try:
                 figures[task] = json.loads(done["stdout"].strip().splitlines()[-1])

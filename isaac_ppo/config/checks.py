@@ -1,7 +1,7 @@
 """Every rule a config must meet before a run starts, each broken one a one-line UserError.
 
 The schemas (config/schema.py) give types and required keys; the rules here are the values: each run-level key's
-declared domain (RUN_DOMAINS; a task declares its parameters' in tasks/), the run folder's name and place, what
+declared domain (RUN_DOMAINS; a task declares its parameters' in its TaskSpec), the run folder's name and place, what
 the diagnostics can measure, what rl-games can run, and every plan the scheduler can ask for against the env
 pool. They run once per launch, on the typed config, before a run directory exists.
 """
@@ -11,12 +11,13 @@ from typing import Any, Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from isaac_ppo.config import domains
-from isaac_ppo.config.domains import Domain, choice, integer, positive, real
+from isaac_ppo import domains
+from isaac_ppo.domains import Domain, choice, integer, positive, real
+from isaac_ppo.config.schema import agent_domains
 from isaac_ppo.errors import UserError
 
-# The run-level keys' domains, declared once (the task's parameters declare theirs in tasks/): a value outside is
-# one line naming the key, the value and the domain (config/domains.py). What each number means bounds it.
+# The run-level keys' domains, declared once (a task's parameters declare theirs in its TaskSpec): a value outside is
+# one line naming the key, the value and the domain (isaac_ppo/domains.py). What each number means bounds it.
 RUN_DOMAINS: Dict[str, Domain] = {
     "sim": choice("auto", "mujoco", "mjwarp", "isaacgym"),
     "dist_backend": choice("auto", "nccl", "gloo"),
@@ -35,33 +36,13 @@ RUN_DOMAINS: Dict[str, Domain] = {
     "graphics_device_id": integer(-1, optional=True),
     "eval.interval_env_steps": integer(0),  # 0: no evaluation during training
     "eval.num_envs": integer(1),
-    "agent.backend": choice("isaac_ppo", "rl_games"),
-    "agent.horizon": integer(1),
-    "agent.minibatch_size": integer(1),
-    "agent.num_mini_batches": integer(1, optional=True),
-    "agent.mini_epochs": integer(1),
-    "agent.max_epochs": integer(1),
-    "agent.games_to_track": integer(1),
-    "agent.learning_rate": positive(),
-    "agent.lr_schedule": choice("adaptive", "linear", "constant"),
-    "agent.kl_threshold": positive(),
-    "agent.gamma": real(0.0, 1.0, low_open=True),
-    "agent.lam": real(0.0, 1.0),
-    "agent.clip": positive(),
-    "agent.critic_coef": real(0.0),
-    "agent.entropy_coef": real(0.0),
-    "agent.bounds_loss_coef": real(0.0),
-    "agent.grad_norm": positive(),
-    "agent.reward_scale": positive(),  # a sign would turn the task's reward around, zero erase it
-    "agent.stale_clip": choice("behaviour", "proximal"),
-    "agent.network.activation": choice("elu", "relu", "tanh", "selu"),
-    "agent.network.init_log_std": real(),
     "diagnostics.interval_iterations": integer(1),
     "diagnostics.samples": integer(1),
     "diagnostics.delta": real(0.0, 1.0, low_open=True, high_open=True),
     "diagnostics.tau": real(0.0, 1.0, high_open=True),
     "diagnostics.grid": integer(1),
     "diagnostics.coverage_method": choice("pca", "umap"),
+    **agent_domains(),  # (declared with each agent key: config/schema.py)
 }
 FIXED_SCHEDULER = "isaac_ppo.scheduler.fixed.FixedScheduler"
 
@@ -71,9 +52,9 @@ def check(cfg: DictConfig) -> None:
     tree = OmegaConf.to_container(cfg, resolve=True)
     values = domains.flat(tree)
     domains.check_finite(values)
-    check_task_parameters(tree["task"])
     domains.check(values, RUN_DOMAINS)
-    check_critic_observations(cfg.asymmetric, cfg.task.name)
+    check_task_parameters(tree["task"])  # (after the run's keys: a task's spec imports its module, and torch)
+    check_critic_observations(cfg.asymmetric, tree["task"])
     check_folder_name("experiment", cfg.experiment)
     check_profile(cfg.profile, cfg.task.name)
     hidden = list(cfg.agent.network.hidden)
@@ -125,14 +106,14 @@ def check(cfg: DictConfig) -> None:
 
 
 def check_task_parameters(task: Dict[str, Any]) -> None:
-    """The task's parameters (its resolved node) inside their declared domains (tasks/__init__.py and each family
-    package's DOMAINS), and its solve thresholds a list of numbers."""
+    """The task's parameters (its resolved node) inside their declared domains (its TaskSpec's domains beside
+    envs/registry.py's PORT_DOMAINS, from the registry), and its solve thresholds a list of numbers."""
     thresholds = task.get("solve_thresholds", [])
     if not isinstance(thresholds, list) or not all(isinstance(t, (int, float)) for t in thresholds):
         raise UserError(f"task.solve_thresholds={thresholds!r} must be a list of evaluation returns")
     if not isinstance(task.get("name"), str):  # (a task config of one's own can put anything there)
         raise UserError(f"task.name={task.get('name')!r} must be the task's name (task=NAME picks one)")
-    declared = task_domains(task["name"])
+    declared = task_domains(task)
     if declared is not None:
         check_solve_measures(task["name"], task.get("solve_measures") or {}, declared)
         domains.check(domains.flat(task), declared, prefix="task.")
@@ -140,7 +121,7 @@ def check_task_parameters(task: Dict[str, Any]) -> None:
 
 def check_solve_measures(name: str, solve_measures: Any, declared: Dict[str, Domain]) -> None:
     """task.solve_measures: evaluation measure -> its thresholds, each measure one the task declares thresholds for
-    (a `solve_measures.NAME` domain in its family's DOMAINS: the measures it reports, eval.NAME, that mean success)."""
+    (its spec's solve_measures: the measures it reports, eval.NAME, that mean success)."""
     if not isinstance(solve_measures, dict):
         raise UserError(f"task.solve_measures={solve_measures!r} must map evaluation measures to lists of thresholds")
     allowed = sorted(key.split(".", 1)[1] for key in declared if key.startswith("solve_measures."))
@@ -151,22 +132,25 @@ def check_solve_measures(name: str, solve_measures: Any, declared: Dict[str, Dom
                             f"solve by ({offer})")
 
 
-def task_domains(name: str) -> Optional[Dict[str, Any]]:
-    """The parameter domains of a task (tasks/: torch-free); None for a task without a MuJoCo port (Isaac Gym
-    only)."""
-    from isaac_ppo.tasks import TASKS, parameter_domains
+def task_domains(task: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The parameter domains of a run's task node (its spec, from the registry); None for a task without a MuJoCo
+    port (Isaac Gym only)."""
+    from isaac_ppo.envs import registry
 
-    return parameter_domains(name) if name in TASKS else None
+    spec = registry.spec_of_node(task)
+    return None if spec is None else spec.parameter_domains()
 
 
-def check_critic_observations(asymmetric: bool, task: str) -> None:
-    """asymmetric=true needs a task with critic observations (tasks/__init__.py's CRITIC_OBSERVATIONS); a task
-    without a MuJoCo port is IsaacGymEnvs' own, whose config decides (its env.asymmetric_observations)."""
-    from isaac_ppo.tasks import CRITIC_OBSERVATIONS, TASKS
+def check_critic_observations(asymmetric: bool, task: Dict[str, Any]) -> None:
+    """asymmetric=true needs a task with critic observations (its spec's critic_observations); a task without a
+    MuJoCo port is IsaacGymEnvs' own, whose config decides (its env.asymmetric_observations)."""
+    from isaac_ppo.envs import registry
 
-    if asymmetric and task in TASKS and task not in CRITIC_OBSERVATIONS:
-        raise UserError(f"asymmetric=true: task={task} has no critic observations (tasks with them: "
-                        f"{', '.join(sorted(CRITIC_OBSERVATIONS)) or 'none yet'}): drop asymmetric=true")
+    spec = registry.spec_of_node(task) if asymmetric else None
+    if spec is not None and not spec.critic_observations:
+        having = [name for name, other in registry.specs().items() if other.critic_observations]
+        raise UserError(f"asymmetric=true: task={spec.name} has no critic observations (tasks with them: "
+                        f"{', '.join(having) or 'none yet'}): drop asymmetric=true")
 
 
 def critic_observations_on(cfg: DictConfig) -> bool:

@@ -88,13 +88,23 @@ def made_above_run_dirs() -> List[str]:
     return list(_made_above)
 
 
+AGENT_DEFAULTS = "agent_defaults"  # an agent YAML's `defaults: [/agent_defaults@_here_, _self_]`: config/schema.py
+
+
 def register_resolvers() -> None:
+    """The resolvers the YAML tree uses, and the agent's defaults (config/schema.py's AgentConfig, each key with its
+    default) as a config an agent YAML extends, so that a task's agent YAML holds what the task sets and an
+    override of any key (agent.gamma=0.98) finds it."""
+    from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
+
+    from isaac_ppo.config.schema import AgentConfig
 
     for name, resolver in (("first", _first), ("task_budget", _task_budget), ("fresh_run_dir", _fresh_run_dir),
                            ("parallel_jobs", _parallel_jobs)):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, resolver)
+    ConfigStore.instance().store(name=AGENT_DEFAULTS, node=AgentConfig)
 
 
 def rewrite_argv(argv: List[str]) -> Tuple[List[str], List[str]]:

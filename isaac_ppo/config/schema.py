@@ -1,7 +1,9 @@
 """The shape of the composed config: typed dataclasses, and the merge whose result the code reads.
 
-Defaults live in the YAML tree (cfg/), not here: a field without a default is required, so a key missing from
-a user's own agent or diagnostics YAML is reported by name instead of surfacing later as an OmegaConf error.
+The run's defaults live in the YAML tree (cfg/config.yaml and its groups); the agent's live here, each key declared
+once with its type, default, domain and meaning (key()), so a task's agent YAML holds only what the task sets. A
+field without a default is required, so a key missing from a user's own agent or diagnostics YAML is reported by
+name instead of surfacing later as an OmegaConf error.
 The task node is the task's own (IsaacGymEnvs keys) and the scheduler node is its class's constructor
 arguments: both stay free-form here and are checked by what reads them.
 """
@@ -9,52 +11,88 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from isaac_ppo.domains import Domain, choice, integer, positive, real
 from isaac_ppo.errors import UserError
+
+
+def key(default: Any = MISSING, domain: Optional[Domain] = None, meaning: str = "", factory: Any = None) -> Any:
+    """A config key, declared once: its type (the annotation), default (MISSING: required), domain (checked before
+    a run starts: config/checks.py) and meaning."""
+    metadata = {"domain": domain, "meaning": meaning}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass
 class NetworkConfig:
-    hidden: List[int]
-    activation: str
-    separate: bool
-    init_log_std: float
-    critic_hidden: Optional[List[int]] = None  # a separate critic's own widths (null: the actor's)
+    hidden: List[int] = key(meaning="the MLP's widths (the actor's, and a shared or separate critic's)")
+    activation: str = key("elu", choice("elu", "relu", "tanh", "selu"), "the hidden layers' activation")
+    separate: bool = key(False, meaning="false: a shared actor-critic trunk (rl-games); true: separate actor and "
+                                        "critic MLPs")
+    init_log_std: float = key(0.0, real(), "the state-independent log-std's initial value")
+    critic_hidden: Optional[List[int]] = key(None, meaning="a separate critic's own widths (null: the actor's)")
 
 
 @dataclasses.dataclass
 class AgentConfig:
+    """PPO's values. A task's agent YAML (cfg/agent/<Task>PPO.yaml) holds what the task sets (its network, rollout,
+    minibatch, epochs, budget and what IsaacGymEnvs' <Task>PPO.yaml sets apart from these); every other key takes
+    its default here: the value most of IsaacGymEnvs' PPO configs use, or rl-games' own. A full YAML that sets
+    every key (IsaacGymEnvs style) loads as well."""
+
     network: NetworkConfig
-    horizon: int
-    minibatch_size: int
-    mini_epochs: int
-    learning_rate: float
-    lr_schedule: str
-    kl_threshold: float
-    gamma: float
-    lam: float
-    clip: float
-    clip_value: bool
-    critic_coef: float
-    entropy_coef: float
-    bounds_loss_coef: float
-    truncate_grads: bool
-    grad_norm: float
-    reward_scale: float
-    normalize_input: bool
-    normalize_value: bool
-    normalize_advantage: bool
-    mixed_precision: bool
-    stale_clip: str
-    max_epochs: int  # IsaacGymEnvs' name: PPO iterations (a batch collected and learned from), not epochs over a batch
-    num_mini_batches: Optional[int] = None  # rsl_rl's form: given, the minibatch is the batch / this
-    games_to_track: int = 100  # the training-return window: the last this many finished episodes (rl-games')
-    name: str = "PPO"
-    backend: str = "isaac_ppo"  # isaac_ppo | rl_games (the same values trained by rl-games: isaac_ppo/loop/rlgames.py)
+    horizon: int = key(domain=integer(1), meaning="rollout length: control steps per env per iteration")
+    minibatch_size: int = key(domain=integer(1), meaning="transitions per minibatch (the batch: num_envs x horizon)")
+    mini_epochs: int = key(domain=integer(1), meaning="epochs over each batch")
+    max_epochs: int = key(domain=integer(1), meaning="IsaacGymEnvs' name for the run's budget: PPO iterations (a "
+                                                     "batch collected and learned from), when max_iterations is "
+                                                     "not given; not epochs over a batch")
+    num_mini_batches: Optional[int] = key(None, integer(1, optional=True),
+                                          "minibatches per epoch (rsl_rl's form); given, minibatch_size = batch / "
+                                          "this")
+    learning_rate: float = key(3.0e-4, positive(), "Adam's step size (the adaptive schedule's start)")
+    lr_schedule: str = key("adaptive", choice("adaptive", "linear", "constant"),
+                           "adaptive (rl-games': the KL to kl_threshold), linear (to 0 at the budget) or constant")
+    kl_threshold: float = key(0.008, positive(), "the adaptive schedule's target KL")
+    gamma: float = key(0.99, real(0.0, 1.0, low_open=True), "the discount")
+    lam: float = key(0.95, real(0.0, 1.0), "GAE lambda (rl-games: tau)")
+    clip: float = key(0.2, positive(), "PPO's ratio clip (rl-games: e_clip), also the value clip")
+    clip_value: bool = key(True, meaning="clip the value loss around the old values")
+    critic_coef: float = key(4.0, real(0.0), "the value loss's weight")
+    entropy_coef: float = key(0.0, real(0.0), "the entropy bonus's weight")
+    bounds_loss_coef: float = key(0.0001, real(0.0), "the weight of the penalty on action means past [-1.1, 1.1]")
+    truncate_grads: bool = key(True, meaning="clip the gradient's norm to grad_norm")
+    grad_norm: float = key(1.0, positive(), "the gradient norm clipped to (with truncate_grads)")
+    reward_scale: float = key(1.0, positive(), "the reward's scale before learning (rl-games: scale_value); a sign "
+                                               "would turn the task's reward around, zero erase it")
+    normalize_input: bool = key(True, meaning="running mean/std of the observations")
+    normalize_value: bool = key(True, meaning="running mean/std of the returns, for the critic")
+    normalize_advantage: bool = key(True, meaning="advantages standardised per minibatch")
+    mixed_precision: bool = key(False, meaning="float16 autocast; CUDA only, ignored on the CPU (as rl-games)")
+    stale_clip: str = key("behaviour", choice("behaviour", "proximal"),
+                          "concurrent collection: clip pi / pi_behaviour (HTS-RL), or around the policy at the "
+                          "update's start (proximal: decoupled PPO); agent/ppo.py")
+    games_to_track: int = key(100, integer(1), "the console's training return: the mean of the last this many "
+                                               "finished episodes (rl-games')")
+    name: str = key("PPO", meaning="the agent config's name (IsaacGymEnvs': <Task>PPO)")
+    backend: str = key("isaac_ppo", choice("isaac_ppo", "rl_games"),
+                       "who trains with these values: isaac_ppo, or rl-games (agent=rl_games: loop/rlgames.py)")
+
+
+def agent_domains() -> Dict[str, Domain]:
+    """The domain of every agent key that declares one, by its dotted name (agent.network.activation, ...)."""
+    found: Dict[str, Domain] = {}
+    for prefix, cls in (("agent.", AgentConfig), ("agent.network.", NetworkConfig)):
+        for field in dataclasses.fields(cls):
+            if field.metadata.get("domain") is not None:
+                found[prefix + field.name] = field.metadata["domain"]
+    return found
 
 
 @dataclasses.dataclass

@@ -95,7 +95,7 @@ def dormant_fraction(
     post-activation tensor; keys are "layer0", "layer1", ... for a list, the names for a dict, plus "pooled"
     (dormant / all units), "low_std_pooled" and "std_ratio_min", the smallest std_i / mean_j std_j over every
     hidden unit: it moves long before any unit crosses a threshold (in the Ant runs measured, from ~0.5 at
-    initialisation to ~0.14 at iteration 50, while every fraction read 0; benchmarks/RESULTS.md).
+    initialisation to ~0.14 at iteration 50, while every fraction read 0; benchmarks/history/diagnostics.md).
     """
     if not (0.0 <= float(tau) < 1.0):
         raise UserError(f"diagnostics.tau={tau} must be in [0, 1)")

@@ -3,29 +3,25 @@
 sim="mujoco" builds the MuJoCo port on mujoco.batch (CPU); sim="mjwarp" the same port on MuJoCo Warp (on the
 run's device: a CUDA GPU, or the CPU for tests); sim="isaacgym" builds the IsaacGymEnvs task. sim="auto" takes
 Isaac Gym when it is loaded and CUDA is present; else MuJoCo Warp when the run's device is a CUDA GPU and
-mujoco-warp is installed; else mujoco.batch. Task parameters come from cfg/task/<task>.yaml.
+mujoco-warp is installed; else mujoco.batch. Task parameters come from cfg/task/<task>.yaml (or a
+folder of ISAAC_PPO_TASK_PATH); the task's class is the one its YAML names (envs/registry.py).
 """
 from __future__ import annotations
 
 import importlib.util
-import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-import isaac_ppo.cfg
 from isaac_ppo.envs import isaacgym as isaacgym_backend
+from isaac_ppo.envs import registry
 from isaac_ppo.envs.contract import check_num_envs
+from isaac_ppo.envs.registry import available_tasks
 from isaac_ppo.errors import UserError
 
 SIMS = ("auto", "mujoco", "mjwarp", "isaacgym")
 MUJOCO_PORTS = ("mujoco", "mjwarp")  # the backends that run tasks/ (one definition of each task's semantics)
-TASK_CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(isaac_ppo.cfg.__file__)), "task")
 MUJOCO_HINT = "the MuJoCo backend needs mujoco>=3.17 (Python>=3.10): pip install 'mujoco>=3.17', or use sim=isaacgym"
-
-
-def available_tasks() -> List[str]:
-    return sorted(name[: -len(".yaml")] for name in os.listdir(TASK_CONFIG_DIR) if name.endswith(".yaml"))
 
 
 def load_task_config(task: str, overrides: Optional[Dict[str, Any]] = None) -> DictConfig:
@@ -35,10 +31,10 @@ def load_task_config(task: str, overrides: Optional[Dict[str, Any]] = None) -> D
     a key of ``env`` (``episodeLength=200``, or a node of env such as ``learn={"episodeLength_s": 20}``, merged
     into it), as IsaacGymEnvs users write ``task.env.episodeLength=200``.
     """
-    tasks = available_tasks()
-    if task not in tasks:
-        raise UserError(f"unknown task {task!r}; available tasks: {', '.join(tasks)}")
-    return apply_overrides(OmegaConf.load(os.path.join(TASK_CONFIG_DIR, task + ".yaml")), overrides, task)
+    path = registry.task_config_path(task)
+    if path is None:
+        raise UserError(f"unknown task {task!r}; available tasks: {', '.join(available_tasks())}")
+    return apply_overrides(OmegaConf.load(path), overrides, task)
 
 
 def apply_overrides(cfg: DictConfig, overrides: Optional[Dict[str, Any]], task: str) -> DictConfig:
@@ -103,15 +99,12 @@ def make(
     if backend == "isaacgym":
         given = OmegaConf.to_container(cfg, resolve=True)
         defaults = OmegaConf.to_container(load_task_config(task), resolve=True)
-        ours = ("mujoco", "name", "solve_thresholds", "solve_measures", "eval_env")  # (the port's, and our evaluation's: not IsaacGymEnvs')
+        # (the port's, and our evaluation's: not IsaacGymEnvs')
+        ours = ("mujoco", "name", "entry_point", "solve_thresholds", "solve_measures", "eval_env")
         changes = isaacgym_backend.changed_leaves({k: v for k, v in given.items() if k not in ours}, defaults)
         changes.pop("env.numEnvs", None)  # (num_envs is forwarded as such)
         return isaacgym_backend.make_env(task, num_envs, seed, device, changes, isaacgym_options)
     if importlib.util.find_spec("mujoco") is None or importlib.util.find_spec("mujoco.batch") is None:
         raise UserError(MUJOCO_HINT)
-    from isaac_ppo.tasks import TASKS, task_class
-
-    if task not in TASKS:
-        raise UserError(f"task {task!r} has no MuJoCo port; ported tasks: {', '.join(sorted(TASKS))}")
-    return task_class(task)(OmegaConf.to_container(cfg, resolve=True), num_envs, seed=seed, device=device,
-                            sim=backend)
+    task_class = registry.task_class(task, cfg.get("entry_point"))
+    return task_class(OmegaConf.to_container(cfg, resolve=True), num_envs, seed=seed, device=device, sim=backend)

@@ -7,7 +7,7 @@ positional word (only where the command takes some, e.g. the report's folders). 
 the word and the keys the command knows.
 
 Each command declares its own keys once, as key -> Arg: how the text reads and the domain the value must lie in
-(config/domains.py's Domain for numbers and choices; words for names, lists and paths). parse() reads and checks
+(isaac_ppo/domains.py's Domain for numbers and choices; words for names, lists and paths). parse() reads and checks
 every key given before the command does anything, so a value outside is one line in isaac-ppo-train's format
 ("KEY=VALUE is outside its domain: ..."), and nothing is made on disk: a folder the command writes under is
 checked writable here (config/checks.py's check_writable, as isaac-ppo-train checks runs_dir).
@@ -21,9 +21,9 @@ import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from isaac_ppo.config.checks import check_writable
-from isaac_ppo.config.domains import Domain, outside
+from isaac_ppo.domains import Domain, outside
 from isaac_ppo.config.files import cfg_dir
-from isaac_ppo.config.domains import choice as _choice
+from isaac_ppo.domains import choice as _choice
 from isaac_ppo.errors import UserError
 
 NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a name that becomes a folder: nothing a path or a shell reads otherwise

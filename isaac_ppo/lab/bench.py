@@ -52,7 +52,7 @@ PEER_MODES = {"throughput": {"seeds": [0], "iterations": 10}, "learning": {"seed
 def own_keys(mode: str) -> Dict[str, Any]:
     """Each mode's own keys and their domains (lab/args.py checks them before an env is built or a run starts):
     sim's are bench_sim.SIM_KEYS; peers' seeds are isaac-ppo-train's seed= (-1: a random one)."""
-    from isaac_ppo.config.domains import integer
+    from isaac_ppo.domains import integer
     from isaac_ppo.lab import args
     from isaac_ppo.lab.bench_sim import SIM_KEYS
 

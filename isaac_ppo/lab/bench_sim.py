@@ -16,7 +16,7 @@ import time
 from typing import Any, Dict, List
 
 from isaac_ppo.config.checks import RUN_DOMAINS
-from isaac_ppo.config.domains import integer
+from isaac_ppo.domains import integer
 from isaac_ppo.lab import args as lab_args
 
 SIM_DEFAULTS: Dict[str, Any] = {

@@ -4,13 +4,14 @@ IsaacGymEnvs' order), the quantity their progress reward pays for a step.
 
 A walking Ant of the MuJoCo port moves at ~7 m/s (its reward ~8 a step). Issue 21's study found a policy at a
 median 43 m/s: it had learned to exploit the Euler integrator's error, and its return (25,762) measured that, not a
-gait; one trained under MuJoCo's implicit integrator found implicit's (39 m/s). The port now integrates with RK4
-(tasks/locomotion/assets/ant.xml), under which the same configuration walks at a speed that holds at finer steps (refine=).
+gait; one trained under MuJoCo's implicit integrator found implicit's (39 m/s) (benchmarks/history/studies.md, "The
+paper's question on Ant"). The port now integrates with RK4 (tasks/locomotion/assets/ant.xml), under which the same
+configuration walks at a speed that holds at finer steps (refine=).
 Beside the speed, the posture: the 5% and 50% quantiles of the torso's up axis on the world's (1 upright) and the
 median torso height. Under RK4 a policy can still run far past its peers at a speed that holds at finer steps
 (issue 21, PROTOCOL amendment 9: a tumbling, bounding motion, not integration error); the posture says how it moves.
-Every study run of a task with a gait (GAITS) gets this check on its last checkpoint (isaac-ppo-study writes it into
-study_done.json and the report lists it), so a return that runs away from the gait behind it is seen.
+Every study run of a task with a gait (its spec's) gets this check on its last checkpoint (isaac-ppo-study writes it
+into study_done.json and the report lists it), so a return that runs away from the gait behind it is seen.
 benchmarks/gait_check.py runs it on any checkpoint.
 
 A legged robot under velocity commands (Anymal) is paid for tracking its command, not for speed: its gait is
@@ -19,7 +20,9 @@ its reward a step and the share of envs that fell (issue 45 deliver 4: the speed
 at 2x and 4x finer physics steps). BallBalance is measured by where its ball is kept and how still, its reward a
 step and the envs that dropped the ball; FrankaCabinet by the share of envs that opened the drawer, its mean
 opening, the grasp point's distance to the handle and its reward a step; ShadowHand by the goals reached, the envs
-that dropped the block, the rotation distance to the goal and its reward a step. GAITS says which measures each task gets.
+that dropped the block, the rotation distance to the goal and its reward a step. A task of one's own is measured
+by the means of the step measures its spec names (Gait("measures", (...))). Which gait a task gets is its spec's
+(envs/registry.py): GAITS maps each kind to what measures it.
 """
 from __future__ import annotations
 
@@ -29,17 +32,16 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-LOCOMOTION = ("Ant", "Humanoid")  # tasks whose observations 1-3 are the torso's local linear velocity
-# legged robots under velocity commands (tasks/legged): a gait is how well it tracks them (AnymalTerrain's with its
-# pushes and observation noise, as it trains)
-LEGGED = ("Anymal", "AnymalTerrain")
+from isaac_ppo.envs import registry
+
 TORSO_HEIGHT = 0  # IsaacGymEnvs' locomotion observations: the torso's height above the floor,
 TORSO_VELOCITY = slice(1, 4)  # its linear velocity in its own frame,
 UP_PROJ = 10  # and its up axis projected on the world's (1 upright, 0 on its side, below 0 upside down)
 
 
 class LocomotionGait:
-    """Ant's and Humanoid's gait: how fast the torso moves (the quantity their progress reward pays for) and how
+    """A torso_speed gait (Ant's and Humanoid's, whose observations 1-3 are the torso's local linear velocity): how
+    fast the torso moves (the quantity their progress reward pays for) and how
     (its posture)."""
 
     def __init__(self) -> None:
@@ -204,9 +206,37 @@ class HandGait(MeasuredGait):
                 **self.common()}
 
 
-# the one place that says, per task, which quantities its gait is measured by
-GAITS = dict({task: LocomotionGait for task in LOCOMOTION}, **{task: LeggedGait for task in LEGGED},
-             BallBalance=BalanceGait, FrankaCabinet=CabinetGait, ShadowHand=HandGait)
+class MeansGait(MeasuredGait):
+    """A task of one's own: the mean of each step measure its spec's Gait names, the share of envs an episode of
+    which ended terminally, and the reward a step."""
+
+    def __init__(self, measures: Tuple[str, ...]) -> None:
+        self.MEASURES = tuple(measures)
+        super().__init__()
+
+    def summary(self) -> Dict[str, Any]:
+        means = {f"{name}_mean": round(float(self.measured(name).mean()), 4) for name in self.MEASURES}
+        return dict(means, terminal_env_fraction=round(float(self.flagged.float().mean()), 3), **self.common())
+
+
+# what each kind of gait (a task spec's Gait.kind) is measured by
+GAITS = {"torso_speed": LocomotionGait, "velocity_tracking": LeggedGait, "ball": BalanceGait, "drawer": CabinetGait,
+         "block": HandGait, "measures": MeansGait}
+
+
+def gait_of(task: Any) -> Optional[registry.Gait]:
+    """The gait a task is checked by (its spec's), from its name or its task node; None when it has none."""
+    spec = registry.spec_of_node(task if isinstance(task, dict) else {"name": task})
+    return None if spec is None else spec.gait
+
+
+def tasks_with_gaits() -> List[str]:
+    """The registered tasks that have a gait check."""
+    return [name for name, spec in registry.specs().items() if spec.gait is not None]
+
+
+def _measure(gait: registry.Gait) -> Any:
+    return MeansGait(gait.measures) if gait.kind == "measures" else GAITS[gait.kind]()
 
 
 def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed: int = 0,
@@ -227,14 +257,15 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     from isaac_ppo.loop.play import load_checkpoint_model, run_config
     from isaac_ppo.config.compose import compose_config
 
-    if task not in GAITS:
-        raise ValueError(f"gait check: {task} is not one of {', '.join(GAITS)}")
     saved = run_config(path)
     if saved:
         cfg = OmegaConf.load(saved)
     else:
         cfg = compose_config([f"task={task}", "sim=mujoco", "test=true", f"checkpoint={path}"])
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    kind = gait_of(task_cfg)
+    if kind is None:
+        raise ValueError(f"gait check: {task} has none (tasks with one: {', '.join(tasks_with_gaits())})")
     task_cfg["mujoco"].update(physics or {})
     task_cfg["mujoco"].update(timestep=task_cfg["mujoco"]["timestep"] / refine,
                               substeps=task_cfg["mujoco"]["substeps"] * refine)
@@ -242,7 +273,7 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
         task_cfg["mujoco"]["integrator"] = integrator
     env = make(task, envs, sim="mujoco", seed=seed, task_cfg=task_cfg)
     policy = mean_action(load_checkpoint_model(cfg, env, path))
-    gait = GAITS[task]()
+    gait = _measure(kind)
     obs = env.reset()["obs"]
     with torch.no_grad():
         for _ in range(steps):

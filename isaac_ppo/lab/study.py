@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from isaac_ppo.config.domains import integer
+from isaac_ppo.domains import integer
 from isaac_ppo.errors import UserError
 from isaac_ppo.lab import args as lab_args
 from isaac_ppo.lab.args import key_of as _key
@@ -197,10 +197,10 @@ def gait_check(folder: str) -> Optional[Dict[str, Any]]:
     config = os.path.join(folder, "config.yaml")
     if not (os.path.isfile(last) and os.path.isfile(config)):
         return None
-    task = OmegaConf.load(config).task.name
-    if task not in gait.GAITS:
+    task = OmegaConf.to_container(OmegaConf.load(config).task, resolve=True)
+    if gait.gait_of(task) is None:
         return None
-    result = gait.check(last, task)
+    result = gait.check(last, task["name"])
     result.pop("checkpoint")
     return result
 

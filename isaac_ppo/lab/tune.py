@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from isaac_ppo.config.domains import integer, positive
+from isaac_ppo.domains import integer, positive
 from isaac_ppo.config.files import load_named, task_goals
 from isaac_ppo.errors import UserError
 from isaac_ppo.lab import args
@@ -179,9 +179,8 @@ def run_trial(trial: Any, command: List[str], run_root: str, space: Dict[str, An
             while not stopped and (reported + 1) * tick_s <= progress.elapsed:
                 reported += 1
                 if progress.best is None:
-                    # no evaluation yet: nothing to judge the trial on. Scored as the whole gap, a trial that
-                    # evaluates every 500,000 env steps (~15 s in) was pruned at 20 s for not having evaluated
-                    # (issue 44's search pruned 8 of 30 so, the old profile among them)
+                    # no evaluation yet: nothing to judge the trial on (scored as the whole gap, a trial whose first
+                    # evaluation comes late is pruned for not having evaluated: benchmarks/history/ant.md, issue 44)
                     continue
                 trial.report(score(space["threshold"], cap_s, progress.solved and progress.solved[0], progress.best),
                              reported)

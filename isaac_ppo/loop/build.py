@@ -100,10 +100,9 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     share = comm.local_world_size
     mode = cfg.scheduler.get("mode", "sync")
     update_threads = max(1, cfg.torch_threads // share)
-    # torch's thread count is the process's (MKL's is global; a new thread takes the value set last when it first
-    # runs an op): with collection on a thread beside the update, a second count would make which count each ran on
-    # a race, and the floats with it (a resumed concurrent run differed from the whole one in the 8th digit of its
-    # losses when the cores were busy, 2026-12-02). Concurrent runs keep the update's count throughout
+    # concurrent runs keep the update's thread count for collection too: torch's count is the process's, so a second
+    # one on the collection thread would make the floats a race
+    # (benchmarks/history/ci.md, "The suite on a cold AVX2-only machine", 2026-12-02)
     collect_threads = update_threads if mode == "concurrent" else max(1, cfg.collect_torch_threads // share)
     source = batches.for_mode(mode, collector, collect_threads, model, lambda: build_model(cfg, env, device_))
     videos = None

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from isaac_ppo.config.compose import RENAMED
-from isaac_ppo.config.domains import flat as _flat
+from isaac_ppo.domains import flat as _flat
 from isaac_ppo.errors import UserError
 
 # what a resumed run may change without becoming another run: budgets, saving, threads, where files go, play,

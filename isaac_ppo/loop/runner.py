@@ -1,7 +1,7 @@
-"""The training loop over already-built parts (loop/build.py); it owns the counters. Per iteration k:
-    plan = scheduler.plan(k, history); batch = batches.take(k, plan)  (collected now, or during update k-1)
-    stats = ppo.update(batch, plan); diag = probe.measure(k, batch); eval = evaluator(...) when due
-    scheduler.observe(k, row, diag); logger.log(row); checkpointer.after_iteration(...)"""
+"""The training loop over already-built parts (loop/build.py); it owns the counters. Per iteration k (step, and
+_iterate after it; docs/architecture.md, "One iteration"): scheduler.plan, batches.take (collected now or during
+update k-1), buffer.compute_gae, batches.before_update, ppo.absorb_batch_statistics, ppo.update, probe.measure,
+evaluator.when_due, scheduler.observe; then logger.log(row) and checkpointer.after_iteration(...)."""
 from __future__ import annotations
 
 import dataclasses

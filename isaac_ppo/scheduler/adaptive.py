@@ -22,7 +22,7 @@ The rule (defaults in brackets):
 observe(k) decides after iteration k's update, so the new split is plan(k + 1)'s (plan(k + 2)'s with
 concurrent collection, where plan(k + 1) is asked before observe(k)).
 
-What issue 21's study found on Ant (docs/schedulers.md, "Adaptive"; benchmarks/RESULTS.md): the premise did not
+What issue 21's study found on Ant (docs/schedulers.md, "Adaptive"; benchmarks/history/studies.md): the premise did not
 hold there (4096 x 16 ended below 256 x 256), and this rule's signal told the runs apart by nothing (it is under
 stress in every run alike, a fixed schedule in disguise). scheduler=fixed, the default, is what the study supports;
 the rule stays to study schedules with: credit one only against its placebo (isaac-ppo-study placebo).

@@ -25,6 +25,8 @@ from typing import Any, Tuple
 
 import torch
 
+from isaac_ppo.domains import boolean, integer, positive
+from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.tasks.base import MujocoTask, Selection
 
 TARGET = (0.0, 0.0, 0.7)  # where IsaacGymEnvs wants the ball (m)
@@ -38,7 +40,17 @@ MIN_DISTANCE, MAX_DISTANCE, MIN_HEIGHT, MAX_HEIGHT, MAX_HORIZONTAL_SPEED, FALL_S
 
 
 class BallBalance(MujocoTask):
-    asset = "ballbalance.xml"
+    # its episode is maxEpisodeLength control steps (IsaacGymEnvs' key); a speed scale of 0 would make every action
+    # do nothing
+    spec = TaskSpec(
+        name="BallBalance", model="assets/ballbalance.xml",
+        domains={"env.maxEpisodeLength": integer(1), "env.actionSpeedScale": positive(),
+                 "env.asymmetric_observations": boolean()},
+        reward_terms=("balance",),  # (one product: 1 / (1 + distance) x 1 / (1 + speed))
+        critic_observations="the tray's pose and velocity, the knees' position targets and the ball's spin (ours)",
+        gait=Gait("ball"),
+        contract=ContractFacts(reset_column=0),  # (knee 0's angle)
+    )
     num_obs = 24
     num_actions = 3
     critic_obs = 43  # the observation (24), tray position (3), quaternion (4), velocities (6), targets (3), spin (3)
@@ -47,6 +59,16 @@ class BallBalance(MujocoTask):
 
     def episode_length_steps(self) -> int:
         return int(self.cfg["env"]["maxEpisodeLength"])  # (IsaacGymEnvs' key name for this task)
+
+    @classmethod
+    def episode_overrides(cls, cfg: Any, steps: int) -> dict:
+        return {"maxEpisodeLength": steps}
+
+    def make_terminal(self, ids: Selection) -> None:
+        """The ball beside the robot, its centre below 1.5 radii (0.15 m)."""
+        self.qpos[ids, 13] = 2.0
+        self.qpos[ids, 14] = 0.0
+        self.qpos[ids, 15] = 0.12
 
     def setup(self) -> None:
         on, model = self.sim_device, self.model

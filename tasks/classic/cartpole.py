@@ -11,11 +11,18 @@ from typing import Any, Tuple
 
 import torch
 
+from isaac_ppo.domains import positive
+from isaac_ppo.envs.registry import TaskSpec
 from isaac_ppo.tasks.base import MujocoTask, Selection
 
 
 class Cartpole(MujocoTask):
-    asset = "cartpole.xml"
+    # a motor's effort below 0 turns it around; a reset distance of 0 ends every episode at once
+    spec = TaskSpec(
+        name="Cartpole", model="assets/cartpole.xml",
+        domains={"env.maxEffort": positive(), "env.resetDist": positive()},
+        reward_terms=("alive", "pole_angle", "cart_velocity", "pole_velocity", "death"),
+    )  # (no contract facts: its observation is the state, drawn afresh at each reset)
     num_obs = 4
     num_actions = 1
 
@@ -38,6 +45,11 @@ class Cartpole(MujocoTask):
             "pole_velocity": -0.005 * pole_vel.abs() * upright, "death": (1.0 - upright) * -2.0,
         }
         return reward, terminated
+
+    def make_terminal(self, ids: Selection) -> None:
+        """The cart at the edge, and leaving."""
+        self.qpos[ids, 0] = 2.99
+        self.qvel[ids, 0] = 5.0
 
     def reset_state(self, ids: torch.Tensor) -> None:
         k = ids.numel()

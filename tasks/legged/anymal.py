@@ -13,20 +13,34 @@ episodeLength_s / dt control steps (2500).
 """
 from __future__ import annotations
 
+import math
 from typing import Tuple
 
 import torch
 
 from isaac_ppo.tasks.base import Selection
-from isaac_ppo.tasks.legged import LEGS
-from isaac_ppo.tasks.legged.common import CONTACT_THRESHOLD, LeggedTask, projected_gravity
+from isaac_ppo.domains import real
+from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
+from isaac_ppo.tasks.legged.common import (CONTACT_THRESHOLD, VELOCITY_COMMAND_DOMAINS, LeggedTask,
+                                           projected_gravity)
+
+LEGS = ("LF", "LH", "RF", "RH")  # Isaac Gym's order of the ANYmal's legs (and so of its degrees of freedom)
+JOINTS = ("HAA", "HFE", "KFE")  # hip abduction/adduction, hip flexion/extension, knee flexion/extension
+# the legged tasks' parameters and each default joint angle (an angle)
+ANYMAL_DOMAINS = dict(VELOCITY_COMMAND_DOMAINS, **{f"env.defaultJointAngles.{leg}_{joint}": real(-math.pi, math.pi)
+                                                   for leg in LEGS for joint in JOINTS})
 
 TRACKING_SIGMA = 0.25  # (m/s)^2 and (rad/s)^2: the width of IsaacGymEnvs' exp(-error / 0.25) tracking kernels
 TERMINATING_BODIES = ("base",) + tuple(f"{leg}_THIGH" for leg in LEGS)  # IsaacGymEnvs: the base and the "knees"
 
 
 class Anymal(LeggedTask):
-    asset = "anymal.xml"
+    spec = TaskSpec(
+        name="Anymal", model="assets/anymal.xml", domains=ANYMAL_DOMAINS,
+        reward_terms=("lin_vel_xy", "ang_vel_z", "torque", "clip"),  # (no death cost: a fall just ends the episode)
+        gait=Gait("velocity_tracking"),
+        contract=ContractFacts(last_actions_in_obs=True, reset_column=0),  # (0: x velocity, 0 at a start)
+    )
     num_obs = 48
     num_actions = 12
 
@@ -78,6 +92,10 @@ class Anymal(LeggedTask):
         self.measures = {"tracking_error_xy_mps": lin_vel_error.sqrt(), "yaw_rate_error_radps": ang_vel_error.sqrt()}
         touching = self.contact_forces(sel, TERMINATING_BODIES).norm(dim=2) > CONTACT_THRESHOLD
         return reward, touching.any(dim=1)
+
+    def make_terminal(self, ids: Selection) -> None:
+        """Upside down, the top of the base (its lidar cage) 3.5 mm in the floor: a base contact."""
+        self.upside_down(ids, 0.26)
 
     def reset_state(self, ids: torch.Tensor) -> None:
         # the batch reset put the base at its start pose (0, 0, 0.62), upright, at rest; IsaacGymEnvs' joint noise:

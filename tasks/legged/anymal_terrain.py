@@ -49,10 +49,12 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import torch
 
+from isaac_ppo.domains import boolean, choice, integer, pair, positive, proportions, real
+from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.errors import UserError
 from isaac_ppo.tasks.base import Selection
-from isaac_ppo.tasks.legged import LEGS
 from isaac_ppo.tasks.legged import terrain as terrain_map
+from isaac_ppo.tasks.legged.anymal import ANYMAL_DOMAINS, LEGS
 from isaac_ppo.tasks.legged.common import (CONTACT_THRESHOLD, LeggedTask, feet_air_time_step, projected_gravity,
                                            yaw_rate_to_heading)
 
@@ -75,9 +77,46 @@ REWARD_SCALES = {
     "action_rate": "actionRateRewardScale", "air_time": "feetAirTimeRewardScale", "hip": "hipRewardScale",
 }
 
+# what AnymalTerrain reads besides Anymal's: the terrain (a map of at least one cell; its kinds' shares sum to 1),
+# the decimation, every reward scale (IsaacGymEnvs' penalties at 0 or below, its pay at 0 or above; the terminal
+# reward and air time's either way), noise half-widths at 0 or above, a friction range above 0 (MuJoCo Warp gives
+# NaN for a friction of exactly 0), pushes at a positive interval
+PENALTIES = ("linearVelocityZRewardScale", "angularVelocityXYRewardScale", "orientationRewardScale",
+             "jointAccRewardScale", "baseHeightRewardScale", "kneeCollisionRewardScale", "feetStumbleRewardScale",
+             "actionRateRewardScale", "hipRewardScale")
+NOISES = ("noiseLevel", "dofPositionNoise", "dofVelocityNoise", "linearVelocityNoise", "angularVelocityNoise",
+          "gravityNoise", "heightMeasurementNoise")
+ANYMAL_TERRAIN_DOMAINS = dict(
+    ANYMAL_DOMAINS,
+    **{f"env.learn.{key}": real(None, 0.0) for key in PENALTIES},
+    **{f"env.learn.{key}": real(0.0) for key in NOISES},
+    **{
+        "env.terrain.terrainType": choice("trimesh", "plane"), "env.terrain.staticFriction": positive(),
+        "env.terrain.curriculum": boolean(), "env.terrain.maxInitMapLevel": integer(0),
+        "env.terrain.mapLength": positive(), "env.terrain.mapWidth": positive(),
+        "env.terrain.numLevels": integer(1), "env.terrain.numTerrains": integer(1),
+        "env.terrain.terrainProportions": proportions(5), "env.terrain.seed": integer(0, optional=True),
+        "env.control.decimation": integer(1),
+        "env.learn.allowKneeContacts": boolean(), "env.learn.terminalReward": real(),
+        "env.learn.feetAirTimeRewardScale": real(), "env.learn.heightMeasurementScale": positive(),
+        "env.learn.addNoise": boolean(), "env.learn.randomizeFriction": boolean(),
+        "env.learn.frictionRange": pair(0.0, 10.0, low_open=True), "env.learn.frictionBuckets": integer(1),
+        "env.learn.pushRobots": boolean(), "env.learn.pushInterval_s": positive(),
+        "eval_env.env.terrain.curriculum": boolean(),  # (the evaluation envs': cfg/task/AnymalTerrain.yaml)
+    })
+
 
 class AnymalTerrain(LeggedTask):
-    asset = "anymal.xml"
+    spec = TaskSpec(
+        name="AnymalTerrain", model="assets/anymal.xml", domains=ANYMAL_TERRAIN_DOMAINS,
+        reward_terms=("lin_vel_xy", "ang_vel_z", "lin_vel_z", "ang_vel_xy", "orient", "base_height", "torque",
+                      "joint_acc", "collision", "stumble", "action_rate", "air_time", "hip", "clip"),
+        gait=Gait("velocity_tracking"),  # (with its pushes and observation noise, as it trains)
+        # its map comes from the seed (a resume from another seed's is refused); its x velocity observed with
+        # noise of +-0.2 at a reset
+        contract=ContractFacts(overrides={"terrain": {"seed": 11}}, noiseless={"learn": {"addNoise": False}},
+                               last_actions_in_obs=True, reset_column=0, reset_noise=0.2),
+    )
     num_obs = 188
     num_actions = 12
     state_buffers = LeggedTask.state_buffers + (
@@ -87,9 +126,14 @@ class AnymalTerrain(LeggedTask):
     # ----------------------------------------------------------------------------------------------
     # the model
 
-    def control_step_s(self) -> float:
+    @classmethod
+    def control_step_of(cls, cfg: Any) -> float:
         """IsaacGymEnvs' AnymalTerrain: decimation physics steps of sim.dt (4 x 5 ms = 20 ms)."""
-        return float(self.cfg["sim"]["dt"]) * int(self.cfg["env"]["control"]["decimation"])
+        return float(cfg["sim"]["dt"]) * int(cfg["env"]["control"]["decimation"])
+
+    def make_terminal(self, ids: Selection) -> None:
+        """As the Anymal's, on the map's flat border (height 0) beside it."""
+        self.upside_down(ids, 0.26, xy=(-10.0, -10.0))
 
     def build_model(self) -> Any:
         """The robot on the curriculum map (a height field generated from the map seed: terrain.seed, or the run's

@@ -31,14 +31,30 @@ with quat_rotate_inverse, to the same result).
 from __future__ import annotations
 
 import math
-from typing import Dict, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
+from isaac_ppo.domains import pair, positive, real
 from isaac_ppo.tasks.base import MujocoTask, Selection
 
 CONTACT_THRESHOLD = 1.0  # newtons: IsaacGymEnvs counts a body in contact above this net force
 GRAVITY_DIRECTION = (0.0, 0.0, -1.0)
+# what LeggedTask reads: a command range is [min, max] in m/s or rad/s (a legged robot's commands stay well inside
+# 5); the drive's stiffness must hold a position (> 0) and its damping not push (>= 0); tracking weights pay at 0 or
+# above, and torqueRewardScale is IsaacGymEnvs' signed penalty (0 or below, a positive one would pay for torque);
+# scales are positive; an episode lasts a positive number of seconds
+VELOCITY_COMMAND_DOMAINS = {
+    "env.randomCommandVelocityRanges.linear_x": pair(-5.0, 5.0),
+    "env.randomCommandVelocityRanges.linear_y": pair(-5.0, 5.0),
+    "env.randomCommandVelocityRanges.yaw": pair(-5.0, 5.0),
+    "env.control.stiffness": positive(), "env.control.damping": real(0.0), "env.control.actionScale": positive(),
+    "env.learn.linearVelocityXYRewardScale": real(0.0), "env.learn.angularVelocityZRewardScale": real(0.0),
+    "env.learn.torqueRewardScale": real(None, 0.0),
+    "env.learn.linearVelocityScale": positive(), "env.learn.angularVelocityScale": positive(),
+    "env.learn.dofPositionScale": positive(), "env.learn.dofVelocityScale": positive(),
+    "env.learn.episodeLength_s": positive(),
+}
 
 
 class LeggedTask(MujocoTask):
@@ -74,6 +90,18 @@ class LeggedTask(MujocoTask):
         self.commands = torch.zeros(self.num_envs, 3, device=on)
         self.contact_sensors = contact_sensor_columns(self.model)
         self.gravity = torch.tensor(GRAVITY_DIRECTION, device=on)
+
+    @classmethod
+    def episode_overrides(cls, cfg: Any, steps: int) -> Dict[str, Any]:
+        return {"learn": {"episodeLength_s": steps * cls.control_step_of(cfg)}}
+
+    def upside_down(self, ids: Selection, height: float, xy: Optional[Sequence[float]] = None) -> None:
+        """The base upside down at height (m), at xy when given (a terminal base contact where its top touches
+        the ground)."""
+        if xy is not None:
+            self.qpos[ids, 0:2] = torch.tensor(xy, dtype=self.qpos.dtype, device=self.qpos.device)
+        self.qpos[ids, 2] = height
+        self.qpos[ids, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=self.qpos.dtype, device=self.qpos.device)
 
     def episode_length_steps(self) -> int:
         """IsaacGymEnvs' legged tasks give the episode in seconds: int(episodeLength_s / dt + 0.5) control steps

@@ -15,15 +15,22 @@ from typing import Tuple
 import torch
 
 from isaac_ppo.tasks.base import Selection
-from isaac_ppo.tasks.locomotion.common import LocomotionTask
+from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
+from isaac_ppo.tasks.locomotion.common import LOCOMOTION_DOMAINS, LOCOMOTION_REWARD_TERMS, LocomotionTask
 
 
 class Ant(LocomotionTask):
-    asset = "ant.xml"
+    spec = TaskSpec(name="Ant", model="assets/ant.xml", domains=LOCOMOTION_DOMAINS,
+                    reward_terms=LOCOMOTION_REWARD_TERMS, gait=Gait("torso_speed"),
+                    contract=ContractFacts(last_actions_in_obs=True, reset_column=0))  # (0: the start height)
     num_obs = 60
     num_actions = 8
     alive_reward = 0.5
     normalize_angles = False
+
+    def make_terminal(self, ids: Selection) -> None:
+        """The torso below the termination height (0.31 m), as in a fall."""
+        self.qpos[ids, 2] = 0.2
 
     def tail_observations(self, sel: Selection) -> Tuple[torch.Tensor, ...]:
         return (self.derived["sensordata"][sel].float() * self.contact_force_scale,)

@@ -20,9 +20,19 @@ from typing import Tuple
 
 import torch
 
+from isaac_ppo.domains import positive, real
 from isaac_ppo.tasks.base import MujocoTask, Selection
 
 TARGET_X = 1000.0  # the walk target (1000, 0, 0) of both tasks
+# what LocomotionTask reads: weights and costs mean what they say at 0 or above (a negative cost would reward the
+# thing); deathCost is IsaacGymEnvs' signed penalty (negative); scales and the termination height are positive
+LOCOMOTION_DOMAINS = {
+    "env.headingWeight": real(0.0), "env.upWeight": real(0.0), "env.actionsCost": real(0.0),
+    "env.energyCost": real(0.0), "env.jointsAtLimitCost": real(0.0), "env.deathCost": real(),
+    "env.terminationHeight": positive(), "env.dofVelocityScale": positive(),
+    "env.contactForceScale": positive(), "env.angularVelocityScale": positive(),
+}
+LOCOMOTION_REWARD_TERMS = ("progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death")
 
 
 class LocomotionTask(MujocoTask):

@@ -17,16 +17,26 @@ from typing import Tuple
 import torch
 
 from isaac_ppo.tasks.base import Selection
-from isaac_ppo.tasks.locomotion.common import LocomotionTask
+from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
+from isaac_ppo.tasks.locomotion.common import LOCOMOTION_DOMAINS, LOCOMOTION_REWARD_TERMS, LocomotionTask
 
 
 class Humanoid(LocomotionTask):
-    asset = "humanoid.xml"
+    spec = TaskSpec(name="Humanoid", model="assets/humanoid.xml", domains=LOCOMOTION_DOMAINS,
+                    reward_terms=LOCOMOTION_REWARD_TERMS, gait=Gait("torso_speed"),
+                    contract=ContractFacts(last_actions_in_obs=True, reset_column=0))  # (0: the start height)
     num_obs = 108
     num_actions = 21
     derived_fields = ("sensordata", "qfrc_actuator")
     alive_reward = 2.0
     normalize_angles = True
+
+    def make_terminal(self, ids: Selection) -> None:
+        """Lying on its back, torso at 0.2 m (termination height 0.8 m). (Upright at 0.5 m, its legs deep in the
+        floor, it sprang back to 0.756 m in one step here and past 0.8 m on the GPU.)"""
+        self.qpos[ids, 2] = 0.2
+        self.qpos[ids, 3:7] = torch.tensor([0.5 ** 0.5, 0.0, 0.5 ** 0.5, 0.0], dtype=self.qpos.dtype,
+                                           device=self.qpos.device)
 
     def tail_observations(self, sel: Selection) -> Tuple[torch.Tensor, ...]:
         scale = self.contact_force_scale

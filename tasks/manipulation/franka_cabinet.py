@@ -37,6 +37,8 @@ from typing import Any, Dict, Tuple
 
 import torch
 
+from isaac_ppo.domains import boolean, integer, positive, real, thresholds
+from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.tasks.base import MujocoTask, Selection
 from isaac_ppo.tasks.manipulation.kinematics import Kinematics
 
@@ -47,7 +49,7 @@ SPEED_SCALES = (1.0,) * 7 + (0.1, 0.1)  # IsaacGymEnvs' franka_dof_speed_scales
 ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8)) + ("panda_finger_joint1", "panda_finger_joint2")
 # the URDFs' <limit velocity> (rad/s, m/s), which Isaac Gym loads as each DOF's maximum velocity: held by the port
 # only with mujoco.velocity_limits=true (MuJoCo has none; whether PhysX holds IsaacGymEnvs' arm to them is not
-# measured here: docs/tasks.md, FrankaCabinet)
+# measured here: docs/tasks/manipulation.md, FrankaCabinet)
 URDF_VELOCITY_LIMITS = dict(
     **{f"panda_joint{i}": 2.175 for i in range(1, 5)}, **{f"panda_joint{i}": 2.61 for i in range(5, 8)},
     panda_finger_joint1=0.2, panda_finger_joint2=0.2, drawer_top_joint=1.0, drawer_bottom_joint=1.0,
@@ -63,8 +65,28 @@ GRIP_GEOMS = ("left_finger", "right_finger", "drawer_top_handle", "drawer_top_st
               "drawer_top_standoff_right")
 
 
+# at most the 16 props IsaacGymEnvs lays out in the drawer (4 x 4); the action and velocity scales positive (0 would
+# freeze the arm or blind the policy); the reward's weights pay at 0 or above, and its action penalty is subtracted
+# (a negative one would pay for effort)
+FRANKA_CABINET_DOMAINS = {
+    "env.numProps": integer(0, 16), "env.actionScale": positive(), "env.dofVelocityScale": positive(),
+    "env.openEndsEpisode": boolean(), "eval_env.env.openEndsEpisode": boolean(), "mujoco.velocity_limits": boolean(),
+    **{f"env.{key}": real(0.0) for key in ("distRewardScale", "rotRewardScale", "aroundHandleRewardScale",
+                                           "openRewardScale", "fingerDistRewardScale", "actionPenaltyScale")},
+}
+
+
 class FrankaCabinet(MujocoTask):
-    asset = "franka_cabinet.xml"
+    spec = TaskSpec(
+        name="FrankaCabinet", model="assets/franka_cabinet.xml", domains=FRANKA_CABINET_DOMAINS,
+        reward_terms=("distance", "rotation", "around_handle", "open", "finger_distance", "action_penalty",
+                      "open_bonus", "behind_handle"),
+        gait=Gait("drawer"),
+        solve_measures={"drawer_opened": thresholds(0.0, 1.0)},  # (a share of evaluation episodes)
+        # 4 of its 16 props: free bodies in the state all the same, at a quarter of their cost; column 21, the
+        # drawer's opening, starts at 0 (its arm's joints are drawn afresh)
+        contract=ContractFacts(overrides={"env": {"numProps": 4}}, reset_column=21),
+    )
     num_obs = 23
     num_actions = 9
     state_buffers = MujocoTask.state_buffers + ("targets",)
@@ -175,6 +197,12 @@ class FrankaCabinet(MujocoTask):
         opened = opening > OPEN_M
         self.outcomes = {"drawer_opened": opened.float()}
         return reward, opened if self.open_ends_episode else torch.zeros_like(opened)
+
+    def make_terminal(self, ids: Selection) -> None:
+        """The top drawer open past 0.39 m (the success that ends IsaacGymEnvs' episode), and still opening: the
+        props, where the closed drawer holds them, push its back wall."""
+        self.qpos[ids, self.drawer_qpos] = 0.399
+        self.qvel[ids, self.drawer_qvel] = 0.3
 
     def reset_state(self, ids: torch.Tensor) -> None:
         # the batch reset put the cabinet's joints at 0 and the props in the drawer, at rest; the arm as IsaacGymEnvs

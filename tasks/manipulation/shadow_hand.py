@@ -29,6 +29,8 @@ from typing import Any, Dict, Tuple
 
 import torch
 
+from isaac_ppo.domains import boolean, choice, integer, positive, real, thresholds
+from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.tasks.base import MujocoTask, Selection
 from isaac_ppo.tasks.legged.common import rotate
 from isaac_ppo.tasks.manipulation.kinematics import Kinematics, axis_angle_quat, quat_mul
@@ -54,8 +56,31 @@ def random_rotation(u0: torch.Tensor, u1: torch.Tensor) -> torch.Tensor:
     return quat_mul(axis_angle_quat(u0 * math.pi, x), axis_angle_quat(u1 * math.pi, y))
 
 
+# IsaacGymEnvs' observation types; a success tolerance and a fall distance above 0; the moving average's weight in
+# (0, 1]; the reward's signed scales as IsaacGymEnvs has them (distance and action penalties at 0 or below, the
+# rotation pay and success bonus at 0 or above, a fall penalty at 0 or below)
+SHADOW_HAND_DOMAINS = {
+    "env.observationType": choice("openai", "full_no_vel", "full", "full_state"), "env.objectType": choice("block"),
+    "env.asymmetric_observations": boolean(), "env.useRelativeControl": boolean(), "env.dofSpeedScale": positive(),
+    "env.actionsMovingAverage": real(0.0, 1.0), "env.controlFrequencyInv": integer(1, 1),
+    "env.resetPositionNoise": real(0.0), "env.resetDofPosRandomInterval": real(0.0, 1.0),
+    "env.resetDofVelRandomInterval": real(0.0),
+    "env.distRewardScale": real(None, 0.0), "env.rotRewardScale": real(0.0), "env.rotEps": positive(),
+    "env.actionPenaltyScale": real(None, 0.0), "env.reachGoalBonus": real(0.0), "env.fallDistance": positive(),
+    "env.fallPenalty": real(None, 0.0), "env.successTolerance": positive(), "env.maxConsecutiveSuccesses": integer(0),
+    "env.averFactor": real(0.0, 1.0),
+}
+
+
 class ShadowHand(MujocoTask):
-    asset = "shadow_hand.xml"
+    spec = TaskSpec(
+        name="ShadowHand", model="assets/shadow_hand.xml", domains=SHADOW_HAND_DOMAINS,
+        reward_terms=("distance", "rotation", "action_penalty", "success_bonus", "fall_penalty"),
+        critic_observations="full_state's 211 (IsaacGymEnvs' states)",
+        gait=Gait("block"),
+        solve_measures={"successes": thresholds(0.0)},  # (goals reached per evaluation episode)
+        contract=ContractFacts(last_actions_in_obs=True, reset_column=85),  # (85: the goal's x, fixed)
+    )
     num_actions = 20
     critic_obs = 211
     derived_fields: Tuple[str, ...] = ("sensordata", "qfrc_actuator")
@@ -202,6 +227,11 @@ class ShadowHand(MujocoTask):
     def _new_goals(self, ids: torch.Tensor) -> None:
         u = 2.0 * torch.rand(len(ids), 2, generator=self.generator, device=self.sim_device) - 1.0
         self.goal_rot[ids] = random_rotation(u[:, 0], u[:, 1])
+
+    def make_terminal(self, ids: Selection) -> None:
+        """The block dropped beside the hand, 0.36 m below the goal position."""
+        self.qpos[ids, self.block_qpos:self.block_qpos + 3] = torch.tensor([0.3, -0.39, 0.2], dtype=self.qpos.dtype,
+                                                                           device=self.qpos.device)
 
     def reset_state(self, ids: torch.Tensor) -> None:
         k, on, s = ids.numel(), self.sim_device, self.scales

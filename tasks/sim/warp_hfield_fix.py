@@ -2,8 +2,9 @@
 
 MuJoCo Warp reports a geom's contact with a height-field prism through a witness point that it rebuilds from the
 prism's top triangle (collision_gjk.py: ``_inflate`` for shallow contacts, ``_epa_witness`` for deep ones). In 4.0.0
-that step has two faults (found by measurement: benchmarks/mjwarp_hfield_contacts.py, benchmarks/RESULTS.md,
-"a foot whose centre sinks below the field"):
+that step has two faults (found by measurement: benchmarks/mjwarp_hfield_contacts.py;
+benchmarks/history/anymal-terrain.md, "AnymalTerrain: throughput", its paragraph "The cause found: a foot whose
+centre sinks below the field"):
 
 1. ``_tri_affine_coord(a, b, c, x2)`` is given the triangle's vertices in the field's frame, up to ~100 m from its
    centre on AnymalTerrain's map; the products it subtracts (~4,500) cancel in float32 to a cell's 0.005 m2 area,

@@ -2,9 +2,11 @@
 MuJoCo Warp (sim=mjwarp, on its CPU device here). What a step returns, when flags fire, resets inside the step,
 the active subset, determinism, reward terms, divergence, and exact resume: the same assertions on both.
 
-sim=mjwarp runs on Cartpole in the default suite (its kernels compile once per model, ~1-2 minutes on an empty
-cache: tests/conftest.py); on Ant, Humanoid, Anymal, BallBalance, AnymalTerrain, FrankaCabinet and ShadowHand with
---mjwarp-all-models. The mjwarp cases share one xdist
+Every registered task is a case (envs/registry.py: the package's tasks, and a task of one's own in a folder of
+ISAAC_PPO_TASK_PATH); what the suite needs to know of a task beyond its code is its spec (reward terms, contract
+facts) and its class (make_terminal: a state it ends as terminal; episode_overrides). sim=mjwarp runs on Cartpole
+in the default suite (its kernels compile once per model, ~1-2 minutes on an empty cache: tests/conftest.py); on
+every other task with --mjwarp-all-models. The mjwarp cases share one xdist
 worker (xdist_group), so the suite compiles them once. `--mjwarp-device=cuda` (tests/conftest.py) puts the mjwarp
 envs on a GPU instead.
 """
@@ -16,8 +18,10 @@ import os
 import pytest
 import torch
 
-from helpers import MJWARP_WORKER, require_system
+from helpers import MJWARP_DEFAULT_TASK, MJWARP_WORKER, require_system
 from isaac_ppo.envs import make
+from isaac_ppo.envs.make import load_task_config
+from isaac_ppo.envs.registry import registered_tasks, spec, task_class
 from isaac_ppo.envs.episodes import EpisodeTracker
 from isaac_ppo.errors import InputError
 
@@ -28,48 +32,32 @@ def case(sim: str, task: str):
     marks = []
     if sim == "mjwarp":
         marks.append(MJWARP_WORKER)
-        if task != "Cartpole":
+        if task != MJWARP_DEFAULT_TASK:
             marks.append(pytest.mark.mjwarp_models)
     return pytest.param(sim, task, marks=marks, id=f"{sim}-{task}")
 
 
-CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in ("Cartpole", "Ant", "Humanoid", "Anymal",
-                                                                      "BallBalance", "AnymalTerrain",
-                                                                      "FrankaCabinet", "ShadowHand")]
-SHAPES = {"Cartpole": (4, 1, 500), "Ant": (60, 8, 1000), "Humanoid": (108, 21, 1000), "Anymal": (48, 12, 2500),
-          "BallBalance": (24, 3, 500), "AnymalTerrain": (188, 12, 1000), "FrankaCabinet": (23, 9, 500),
-          "ShadowHand": (211, 20, 600)}
-# the reward's terms each task reports (extras["reward_terms"]), as IsaacGymEnvs' reward functions add them up
-TERMS = {
-    "Cartpole": ["alive", "pole_angle", "cart_velocity", "pole_velocity", "death"],
-    "Ant": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
-    "Humanoid": ["progress", "alive", "up", "heading", "actions", "energy", "joint_limits", "death"],
-    "Anymal": ["lin_vel_xy", "ang_vel_z", "torque", "clip"],  # (no death cost: a fall just ends the episode)
-    "BallBalance": ["balance"],  # (one product: 1 / (1 + distance) x 1 / (1 + speed))
-    "AnymalTerrain": ["lin_vel_xy", "ang_vel_z", "lin_vel_z", "ang_vel_xy", "orient", "base_height", "torque",
-                      "joint_acc", "collision", "stumble", "action_rate", "air_time", "hip", "clip"],
-    "FrankaCabinet": ["distance", "rotation", "around_handle", "open", "finger_distance", "action_penalty",
-                      "open_bonus", "behind_handle"],
-    "ShadowHand": ["distance", "rotation", "action_penalty", "success_bonus", "fall_penalty"],
-}
-CONTROL_STEP = {"Anymal": 0.02, "AnymalTerrain": 0.02}  # the tasks whose episodes are given in seconds (env.learn.episodeLength_s)
-EPISODE_KEY = {"BallBalance": "maxEpisodeLength"}  # the tasks whose episode length has IsaacGymEnvs' other name
+# every registered task (a task YAML that names its class, in the package or in ISAAC_PPO_TASK_PATH's folders)
+CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in registered_tasks()]
+
+
+def _merged(into: dict, more: dict) -> dict:
+    out = dict(into)
+    for key, value in more.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def build(sim: str, task: str, num_envs: int, episodeLength=None, noise: bool = True, **kwargs):
-    """The task's env; noise=False: without observation noise (AnymalTerrain's: a state observed twice reads the
-    same)."""
-    if episodeLength is not None:  # (in the task's own key)
-        if task in CONTROL_STEP:
-            kwargs["learn"] = {"episodeLength_s": episodeLength * CONTROL_STEP[task]}
-        else:
-            kwargs[EPISODE_KEY.get(task, "episodeLength")] = episodeLength
-    if not noise and task == "AnymalTerrain":
-        kwargs["learn"] = dict(kwargs.get("learn", {}), addNoise=False)
-    if task == "AnymalTerrain":  # (its map comes from the seed: a resume from another seed's is refused)
-        kwargs["terrain"] = {"seed": 11}
-    if task == "FrankaCabinet":  # 4 of its 16 props: free bodies in the state all the same, at a quarter of their cost
-        kwargs.setdefault("env", {})["numProps"] = 4
+    """The task's env, with its spec's contract overrides (cheap and reproducible: ContractFacts); episodeLength
+    in control steps (in whatever key the task gives it: its episode_overrides); noise=False: without observation
+    noise (a state observed twice reads the same)."""
+    facts = spec(task).contract
+    kwargs = _merged(dict(facts.overrides), kwargs)
+    if episodeLength is not None:
+        kwargs = _merged(kwargs, task_class(task).episode_overrides(load_task_config(task), episodeLength))
+    if not noise:
+        kwargs = _merged(kwargs, dict(facts.noiseless))
     if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
         require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
     return make(task, num_envs, sim=sim, device=MJWARP_DEVICE if sim == "mjwarp" else "cpu", **kwargs)
@@ -80,50 +68,20 @@ def assert_same_run(sim: str, task: str, first: torch.Tensor, second: torch.Tens
     contact forces are summed by atomics in whatever order they land, so two runs of one seed agree to float32
     rounding at first and then separate (the GPU kit's proof, 2026-11-26 on an H100: the bare mjw.step of the Ant from
     identical inputs first differed at step 3, by 5e-5, and MuJoCo Warp 4.0.0's opt.deterministic neither removed
-    it nor came cheap: 8.6x slower; benchmarks/RESULTS.md). There: the first step (step_columns wide) to float32
-    rounding, which a lost generator state or a missing buffer would still fail by far. Cartpole has no contacts and
-    stays exact on the GPU."""
-    if sim == "mjwarp" and MJWARP_DEVICE.startswith("cuda") and task != "Cartpole":
+    it nor came cheap: 8.6x slower; benchmarks/history/gpu-kit.md). There: the first step (step_columns wide) to
+    float32 rounding, which a lost generator state or a missing buffer would still fail by far. A model without
+    contacts (MJWARP_DEFAULT_TASK, Cartpole) stays exact on the GPU."""
+    if sim == "mjwarp" and MJWARP_DEVICE.startswith("cuda") and task != MJWARP_DEFAULT_TASK:
         torch.testing.assert_close(first[:, :step_columns], second[:, :step_columns], rtol=1e-4, atol=1e-4)
     else:
         assert torch.equal(first, second)
 
 
-def knock_down(env, task: str, ids) -> None:
-    """Put envs ids into a state their task ends as terminal on the next step."""
-    if task == "Cartpole":
-        env.qpos[ids, 0] = 2.99  # the cart at the edge ...
-        env.qvel[ids, 0] = 5.0  # ... and leaving
-    elif task == "BallBalance":  # the ball beside the robot, its centre below 1.5 radii (0.15 m)
-        env.qpos[ids, 13] = 2.0
-        env.qpos[ids, 14] = 0.0
-        env.qpos[ids, 15] = 0.12
-    elif task == "Anymal":  # upside down, the top of the base (its lidar cage) 3.5 mm in the floor: a base contact
-        env.qpos[ids, 2] = 0.26
-        env.qpos[ids, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=env.qpos.dtype, device=env.qpos.device)
-    elif task == "AnymalTerrain":  # as the Anymal, on the map's flat border (height 0) beside it
-        env.qpos[ids, 0:3] = torch.tensor([-10.0, -10.0, 0.26], dtype=env.qpos.dtype, device=env.qpos.device)
-        env.qpos[ids, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=env.qpos.dtype, device=env.qpos.device)
-    elif task == "FrankaCabinet":  # the top drawer open past 0.39 m (the success that ends IsaacGymEnvs' episode)
-        env.qpos[ids, env.drawer_qpos] = 0.399  # (and still opening: the props, where the closed drawer holds them,
-        env.qvel[ids, env.drawer_qvel] = 0.3  # push its back wall)
-    elif task == "ShadowHand":  # the block dropped beside the hand, 0.36 m below the goal position
-        env.qpos[ids, env.block_qpos:env.block_qpos + 3] = torch.tensor([0.3, -0.39, 0.2], dtype=env.qpos.dtype,
-                                                                        device=env.qpos.device)
-    elif task == "Ant":  # the torso below the termination height (0.31 m), as in a fall
-        env.qpos[ids, 2] = 0.2
-    else:  # the Humanoid lying on its back, torso at 0.2 m (termination height 0.8 m). (Upright at 0.5 m, its legs
-        # deep in the floor, it sprang back to 0.756 m in one step here and past 0.8 m on the GPU.)
-        env.qpos[ids, 2] = 0.2
-        env.qpos[ids, 3:7] = torch.tensor([0.5 ** 0.5, 0.0, 0.5 ** 0.5, 0.0], dtype=env.qpos.dtype,
-                                          device=env.qpos.device)
-
-
 @pytest.mark.parametrize("sim,task", CASES)
 def test_shapes_dtypes_and_flags(sim, task):
-    num_obs, num_actions, length = SHAPES[task]
-    env = build(sim, task, 8)
-    assert (env.num_obs, env.num_actions, env.max_episode_length) == (num_obs, num_actions, length)
+    env = build(sim, task, 8, episodeLength=37)  # (in the task's own key and unit: its episode_overrides)
+    num_obs, num_actions = env.num_obs, env.num_actions
+    assert env.max_episode_length == 37 and num_obs > 0 and num_actions > 0
     obs = env.reset()["obs"]
     assert obs.shape == (8, num_obs) and obs.dtype == torch.float32 and torch.isfinite(obs).all()
     obs, rew, resets, extras = env.step(torch.zeros(8, num_actions))
@@ -131,7 +89,7 @@ def test_shapes_dtypes_and_flags(sim, task):
     assert rew.shape == (8,) and rew.dtype == torch.float32
     assert resets.dtype == torch.bool and extras["time_outs"].dtype == torch.bool
     assert extras["final_obs"].shape == (8, num_obs) and extras["diverged_envs"].shape == (8,)
-    assert list(extras["reward_terms"]) == TERMS[task]
+    assert list(extras["reward_terms"]) == list(spec(task).reward_terms)  # (what its spec declares)
     with pytest.raises(InputError, match="actions must have shape"):
         env.step(torch.zeros(7, num_actions))
     bad = torch.zeros(8, num_actions)
@@ -149,20 +107,18 @@ def test_time_out_resets_inside_the_step_and_final_obs_is_the_terminal_one(sim, 
         if step < 5:
             assert not resets.any() and not extras["time_outs"].any()
             torch.testing.assert_close(extras["final_obs"], obs["obs"])  # equal on rows that did not end
-    if task == "Cartpole":  # (a fresh pole may fall within 5 steps of zero force: whichever ended, ended)
-        assert resets.all() and bool((extras["time_outs"] | (rew == -2.0)).all())
-    else:
-        assert resets.all() and extras["time_outs"].all()
+    # every env ended at step 5: by its time-out, or (a fresh Cartpole's pole may fall within 5 steps of zero
+    # force) by a death whose cost is the step's whole reward
+    died = extras["reward_terms"]["death"] != 0 if "death" in extras["reward_terms"] else torch.zeros_like(resets)
+    assert resets.all() and bool((extras["time_outs"] | died).all()) and extras["time_outs"].any()
     assert env.progress.tolist() == [0, 0, 0, 0]
     assert not torch.equal(obs["obs"], extras["final_obs"])  # obs: the new episode's first observation
     assert obs["obs"].abs().max() < 10 and first.shape == obs["obs"].shape
-    if task != "Cartpole":
-        if task not in ("BallBalance", "FrankaCabinet"):  # (their observations hold no last actions)
-            assert torch.all(obs["obs"][:, -env.num_actions:] == 0)  # last actions start at zero
-        # the start height (BallBalance: knee 0's angle; AnymalTerrain: x velocity 0, with its noise of +-0.2;
-        # FrankaCabinet: the drawer's opening, 0, its arm's joints being drawn afresh)
-        noise = 0.2 if task == "AnymalTerrain" else 0.0
-        column = {"FrankaCabinet": 21, "ShadowHand": 85}.get(task, 0)  # (ShadowHand: the goal's x, fixed)
+    facts = spec(task).contract
+    if facts.last_actions_in_obs:
+        assert torch.all(obs["obs"][:, -env.num_actions:] == 0)  # last actions start at zero
+    if facts.reset_column is not None:  # (a column every reset starts alike: e.g. the start height)
+        column, noise = facts.reset_column, facts.reset_noise
         torch.testing.assert_close(obs["obs"][:, column], first[:, column], rtol=1.3e-6, atol=2 * noise + 1e-5)
 
 
@@ -170,7 +126,7 @@ def test_time_out_resets_inside_the_step_and_final_obs_is_the_terminal_one(sim, 
 def test_a_terminal_state_ends_the_episode_not_as_a_time_out(sim, task):
     env = build(sim, task, 3)
     env.reset()
-    knock_down(env, task, 1)
+    env.make_terminal(1)
     _, rew, resets, extras = env.step(torch.zeros(3, env.num_actions))
     assert resets.tolist() == [False, True, False]
     assert not extras["time_outs"].any() and extras["diverged"] == 0
@@ -192,7 +148,8 @@ def test_same_seed_same_trajectory_other_seed_other_trajectory(sim, task):
         return torch.cat(trajectory, dim=1)
 
     first, second, other = rollout(7), rollout(7), rollout(8)
-    width = 2 * SHAPES[task][0] + 1  # (the reset's observations, then the first step's and its reward)
+    num_obs = (first.shape[1] - 30) // 31  # (a rollout: the reset's observations, then 30 steps' and rewards)
+    width = 2 * num_obs + 1  # (the reset's observations, then the first step's and its reward)
     assert_same_run(sim, task, first, second, width)
     assert not torch.equal(first[:, :width], other[:, :width])
 
@@ -225,7 +182,7 @@ def test_reward_terms_add_up_to_the_reward_and_to_each_episode_return(sim, task)
     deaths = 0
     for t in range(45):
         if t % 15 == 14:
-            knock_down(env, task, slice(0, 4))
+            env.make_terminal(slice(0, 4))
         _, rew, resets, extras = env.step(2 * torch.rand(16, env.num_actions, generator=generator) - 1)
         terms = extras["reward_terms"]
         total = torch.stack(list(terms.values())).sum(dim=0)
@@ -280,4 +237,4 @@ def test_state_dict_resumes_bit_for_bit(sim, task):
     second = build(sim, task, 6, seed=99, episodeLength=9)
     second.reset()
     second.load_state_dict(state)
-    assert_same_run(sim, task, steps(second, 12, 1), expected, SHAPES[task][0] + 2)  # (a step: obs, reward, reset)
+    assert_same_run(sim, task, steps(second, 12, 1), expected, second.num_obs + 2)  # (a step: obs, reward, reset)

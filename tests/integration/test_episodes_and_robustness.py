@@ -53,7 +53,8 @@ def test_random_actions_run_full_episodes_without_divergence(task):
         lengths[resets] = 0
     stats = tracker.drain()
     assert stats["episodes"] > 0
-    # the divergence target at the default timestep is 0; benchmarks/RESULTS.md reports the measured rate
+    # the divergence target at the default timestep is 0; the measured rate: benchmarks/history/physics.md,
+    # "Divergence at the default timestep"
     assert env.diverged_total == 0
     if time_out_lengths:
         assert set(time_out_lengths) == {env.max_episode_length}

@@ -55,7 +55,9 @@ def test_shadowhand_is_measured_by_the_goals_reached_and_drops_at_its_physics_an
         assert 0 <= gait["rotation_distance_rad_mean"] <= math.pi and gait["diverged"] == 0
 
 
-def test_every_registered_task_but_cartpole_has_a_gait():
-    from isaac_ppo.tasks import TASKS
+def test_every_registered_task_but_cartpole_has_a_gait_of_a_kind_the_check_measures():
+    from isaac_ppo.envs.registry import GAIT_KINDS, specs
+    from isaac_ppo.lab.gait import tasks_with_gaits
 
-    assert set(GAITS) == set(TASKS) - {"Cartpole"}
+    assert set(GAITS) == set(GAIT_KINDS)
+    assert set(tasks_with_gaits()) == set(specs()) - {"Cartpole"}

@@ -139,11 +139,11 @@ def test_a_damaged_piece_is_refused_and_nothing_is_installed(tmp_path):
 
 
 def test_the_proof_covers_the_cuda_path_for_every_task_after_cartpole(tmp_path):
-    from isaac_ppo.tasks import TASKS
+    from isaac_ppo.envs.registry import registered_tasks
 
     proof = load("proof").Proof(tmp_path, dry=False, deadline_s=540)
     names = [name for name, _ in proof.steps()]
-    tasks = [t for t in TASKS if t != "Cartpole"]
+    tasks = [t for t in registered_tasks() if t != "Cartpole"]
     expected = ["environment", "kernels", "contract", "equivalence"] + [f"bench_sim_{t}_4096" for t in tasks] + [
         "bench_train_Ant_4096", "bench_train_Ant_16384", "mujoco_cuda_learner", "mixed_precision_resume",
         "resume_exact", "memory", "bench_train_Anymal_4096"] + [f"bench_sim_{t}_16384" for t in tasks]

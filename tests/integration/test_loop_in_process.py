@@ -356,8 +356,9 @@ def test_periodic_and_final_evaluation_land_in_rows_tensorboard_summary_and_best
 def test_the_update_trains_under_normalisers_that_already_hold_its_batch(tmp_path, monkeypatch, scheduler):
     """The observation and value normalisers fold the batch in before the update, so the policy and critic it
     trains are the ones that act next (folded in after it, every rollout ran a policy shifted by statistics it was
-    never trained under: BallBalance, benchmarks/RESULTS.md). Seen from inside the update: the normalisers' sample
-    count already includes this batch, and after it nothing changes them until the next update."""
+    never trained under: benchmarks/history/ballbalance.md, "isaac-ppo's gap to rl-games on BallBalance traced and
+    closed"). Seen from inside the update: the normalisers' sample count already includes this batch, and after it
+    nothing changes them until the next update."""
     from isaac_ppo.agent.ppo import PPO
 
     seen = []

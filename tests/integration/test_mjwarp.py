@@ -1,8 +1,7 @@
 """sim=mjwarp: MuJoCo Warp against mujoco.batch from the same state and controls, what only MuJoCo Warp needs
 (overflowed buffers, the choice sim=auto makes), and a run that learns on it. On Warp's CPU device; Cartpole in
-the default suite, Ant, Humanoid, Anymal, BallBalance, AnymalTerrain, FrankaCabinet and ShadowHand with --mjwarp-all-models
-(tests/conftest.py); with --mjwarp-device=cuda the equivalence tests put MuJoCo Warp on a GPU, and compare it with
-Warp's CPU device too. The contract itself, on both backends, is tests/integration/test_backend_contract.py."""
+the default suite, every other registered task with --mjwarp-all-models (tests/conftest.py); with
+--mjwarp-device=cuda the equivalence tests put MuJoCo Warp on a GPU, and compare it with Warp's CPU device too. The contract itself, on both backends, is tests/integration/test_backend_contract.py."""
 from __future__ import annotations
 
 import importlib.util
@@ -15,16 +14,20 @@ import tempfile
 import pytest
 import torch
 
-from helpers import MJWARP_WORKER, TRAY_AND_BALL_WEIGHT, require_system, rest_the_ball_on_the_tray, train_in_process
+from helpers import (MJWARP_DEFAULT_TASK, MJWARP_WORKER, TRAY_AND_BALL_WEIGHT, require_system,
+                     rest_the_ball_on_the_tray, train_in_process)
 from isaac_ppo.envs import make
+from isaac_ppo.envs.registry import registered_tasks, spec
 from isaac_ppo.envs.make import resolve_sim
 
 pytestmark = MJWARP_WORKER  # one worker compiles the kernels, once
 DEVICE = os.environ.get("ISAAC_PPO_TEST_MJWARP_DEVICE", "cpu")  # (pytest --mjwarp-device=cuda sets it)
 
 
-def models(*tasks):
-    return [pytest.param(t, marks=[] if t == "Cartpole" else [pytest.mark.mjwarp_models]) for t in tasks]
+def models():
+    """Every registered task; all but the default suite's MuJoCo Warp task only with --mjwarp-all-models."""
+    return [pytest.param(t, marks=[] if t == MJWARP_DEFAULT_TASK else [pytest.mark.mjwarp_models])
+            for t in registered_tasks()]
 
 
 @pytest.fixture(autouse=True)
@@ -36,15 +39,16 @@ def needs_mujoco_warp():
 # Observation noise is drawn from a generator on each env's device, so CUDA's draws are not the CPU's: compared
 # observations are noise-free (found by the GPU kit's first proof with AnymalTerrain: 92% of its observations apart
 # by up to 0.58, the noise's half-width, on CUDA; equal on the CPU device, where both draw from CPU generators).
-NOISE_FREE = {"AnymalTerrain": {"learn": {"addNoise": False}}}
+def noise_free(task: str) -> dict:
+    return dict(spec(task).contract.noiseless)
 
 
 def same_start(task: str, num_envs: int = 6, seed: int = 4, reference: str = "mujoco"):
     """A reference env (mujoco.batch, or MuJoCo Warp on its CPU device) and a MuJoCo Warp env of task (on DEVICE)
     in one state: the reference's reset state rounded to float32 (Warp's precision), written to both; derived
-    fields refreshed on both. Without observation noise (NOISE_FREE)."""
-    batch = make(task, num_envs, sim=reference, seed=seed, **NOISE_FREE.get(task, {}))
-    warp = make(task, num_envs, sim="mjwarp", seed=seed, device=DEVICE, **NOISE_FREE.get(task, {}))
+    fields refreshed on both. Without observation noise (the spec's contract.noiseless)."""
+    batch = make(task, num_envs, sim=reference, seed=seed, **noise_free(task))
+    warp = make(task, num_envs, sim="mjwarp", seed=seed, device=DEVICE, **noise_free(task))
     batch.reset()
     warp.reset()
     generator = torch.Generator().manual_seed(seed)
@@ -64,8 +68,7 @@ def same_start(task: str, num_envs: int = 6, seed: int = 4, reference: str = "mu
 
 
 @pytest.mark.parametrize("reference", ["mujoco", "mjwarp"])
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain",
-                                          "FrankaCabinet", "ShadowHand"))
+@pytest.mark.parametrize("task", models())
 def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
     """1 physics step, then 1/12 s of simulated time (at most 10 steps) from the same state with the same controls
     (MuJoCo Warp is float32, mujoco.batch float64; contacts and limits switch discontinuously, so longer horizons
@@ -111,8 +114,7 @@ def test_physics_steps_match_mujoco_batch_within_float32(task, reference):
                                        atol=0.3)
 
 
-@pytest.mark.parametrize("task", models("Cartpole", "Ant", "Humanoid", "Anymal", "BallBalance", "AnymalTerrain",
-                                          "FrankaCabinet", "ShadowHand"))
+@pytest.mark.parametrize("task", models())
 def test_task_observations_and_rewards_from_the_same_state_match(task):
     """The task's semantics (one definition, tasks/) read each simulator's state and derived fields (the foot
     force sensors, the actuator forces) to the same observations and rewards, within float32."""
@@ -255,9 +257,10 @@ def test_the_height_field_fix_is_in_mujoco_warp_4_0_0():
 @pytest.mark.mjwarp_models
 @pytest.mark.parametrize("shape", ["sphere", "box"])
 def test_a_geom_pushed_into_anymal_terrains_map_is_reported_at_its_true_depth(tmp_path, shape):
-    """The fault the fix mends (benchmarks/RESULTS.md, "a foot whose centre sinks below the field"): a foot sphere
-    (or a box) 40 mm into the map's flat border, 60 m from the field's centre: MuJoCo Warp 4.0.0 as released reported
-    134 of 512 such sphere contacts up to 39 m deep and threw the robot; fixed, every contact is within 3 mm of 40."""
+    """The fault the fix mends (benchmarks/history/anymal-terrain.md, "AnymalTerrain: throughput", its paragraph
+    "The cause found: a foot whose centre sinks below the field"): a foot sphere (or a box) 40 mm into the map's flat
+    border, 60 m from the field's centre: MuJoCo Warp 4.0.0 as released reported 134 of 512 such sphere contacts up
+    to 39 m deep and threw the robot; fixed, every contact is within 3 mm of 40."""
     import numpy as np
 
     from isaac_ppo.tasks.legged import terrain

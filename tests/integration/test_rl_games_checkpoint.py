@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+from helpers import one_line_error
 from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.errors import UserError
 from isaac_ppo.io import rlgames_checkpoint
@@ -32,14 +33,6 @@ TOLERANCE = 1e-5
 
 def run(*command, cwd, timeout=300):
     return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, cwd=cwd)
-
-
-def one_line_error(result, *fragments):
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")

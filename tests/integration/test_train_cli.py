@@ -14,7 +14,7 @@ import time
 
 import pytest
 import torch
-from helpers import require_system, train_in_process
+from helpers import one_line_error, require_system, train_in_process
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-train")
 # a small, fast Cartpole: 64 envs x 16 steps, 4 minibatches
@@ -168,15 +168,6 @@ def test_play_mode_records_a_video_of_env_0(tmp_path):
     assert len(frames) >= 2 and frames[0].shape == (480, 640, 3)
     assert f"frames): {video}" in result.stdout
     assert "[INFO]" not in result.stdout + result.stderr  # (OpenGL announced its missing accelerate module)
-
-
-def one_line_error(result, *fragments):
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 @pytest.mark.parametrize(

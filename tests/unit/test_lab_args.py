@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from isaac_ppo.config.domains import integer
+from isaac_ppo.domains import integer
 from isaac_ppo.errors import UserError
 from isaac_ppo.lab import args, bench, study, tune
 from isaac_ppo.lab.bench_sim import SIM_DEFAULTS

@@ -12,7 +12,7 @@ from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
 from omegaconf import OmegaConf
 
-from isaac_ppo.config import domains
+from isaac_ppo import domains
 from isaac_ppo.config.checks import RUN_DOMAINS, check_diagnostics
 from isaac_ppo.diagnostics.probe import Probe, _capture
 from isaac_ppo.errors import UserError

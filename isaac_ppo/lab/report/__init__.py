@@ -6,13 +6,22 @@ of the runs' final metric with a 95% stratified bootstrap confidence interval (A
 rliable recipe), as a console table, report.md, report.csv, runs.csv and PNG figures.
 
 The package, by concern; imports flow one way, down this list:
-  __init__    the command: parse_args, run_report, main
-  tables      console text, report.md, report.csv, runs.csv, number formatting
-  figures     the PNG figures (matplotlib)
-  groups      grouping runs by swept keys, each group's summary, the Report (gather)
-  stats       IQM and stratified bootstrap CI (plain numpy: no scipy, no rliable)
-  runs        reading run folders: overrides, config, metrics, status
-The public names of each are re-exported here, as the single module report.py had them.
+  __main__      python -m isaac_ppo.lab.report: the same command
+  __init__      the command: parse_args, run_report, main
+  tables        console text, report.md, report.csv, runs.csv, number formatting
+  figures       the PNG figures (matplotlib)
+  groups        grouping runs by swept keys, each group's summary, the Report (gather)
+  runs          reading run folders: overrides, config, metrics, status, resumed chains
+and, for a study's report (isaac-ppo-study report, lab/study.py):
+  retest        the final comparisons again, on a second evaluation of the same policies
+  compare       a study's claims between arms, their verdicts (bootstrap CI, permutation test), and how well an
+                early diagnostic predicts the final return (Spearman)
+  claim_curves  claim_curves.png: a panel per claim, the curves of the arms its comparisons name
+  clock         the wall-clock view: time to each threshold, the evaluation at fixed minutes, where the time went
+  audit         the adaptive scheduler's rule replayed on runs that did not use it
+  placebo       a placebo of a run's collection schedule (the same changes at random iterations)
+The IQM and its stratified bootstrap CI are isaac_ppo/stats.py's. The public names of tables, figures, groups,
+runs and stats are re-exported here.
 """
 from __future__ import annotations
 
@@ -94,7 +103,7 @@ The flag forms --metric KEY, --out DIR, --reps N, --seed N are the same keys."""
 
 def own_keys() -> Dict[str, Any]:
     """The report's own keys and their domains (lab/args.py checks them before anything is read or written)."""
-    from isaac_ppo.config.domains import integer
+    from isaac_ppo.domains import integer
     from isaac_ppo.lab import args
 
     return {"metric": args.text("a key of metrics.jsonl rows, diagnostics.NAME or eval.NAME"), "out": args.folder(),
