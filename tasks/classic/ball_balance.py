@@ -7,7 +7,10 @@ Obs (IsaacGymEnvs' compute_observations, index for index): [0:3] the knee angles
 / 20 as IsaacGymEnvs indexes them: [12:15] the x force of sensors 0, 1, 2, [15:18] their x torques, [18:21] their y
 torques, [21:24] their z torques (sensor_forces[..., 0] is the x component of each sensor; the comment beside it in
 ball_balance.py, "sensor force (same for each sensor)", describes Isaac Gym's readings, not the indexing). Each
-sensor's wrench is the force and torque its leg exerts on the tray at the leg's attachment, in the tray's frame.
+sensor's wrench is the force and torque its leg exerts on the tray at the leg's attachment, in the tray's frame. The
+attachment is the hip site, (0.4 cos a, 0.4 sin a, -0.030) in the tray's frame: 0.030 m below IsaacGymEnvs' sensor
+pose (0.4 cos a, 0.4 sin a, 0), so the torques (not the forces) are taken about a point 0.030 m lower, a deliberate
+difference kept because every BallBalance figure was measured with it (docs/tasks/classic.md, "Sensors").
 Act: knee position targets += dt x actionSpeedScale x action (20), clamped to the knees' range (-70..90 deg); targets
 start at 0 each episode.
 Reward: 1 / (1 + |ball - (0, 0, 0.7)|) x 1 / (1 + |ball velocity|), one term ("balance"); measures ball_distance_m and

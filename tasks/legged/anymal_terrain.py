@@ -16,21 +16,30 @@ IsaacGymEnvs' AnymalTerrain computes the same PD torque, clipped to +-80 N m, it
 MuJoCo's servo evaluates it at every physics step of the port (2.5 ms).
 Commands: vx, vy from their ranges and a heading from the yaw range at each reset, all four zeroed when
 |(vx, vy)| <= 0.25 m/s (IsaacGymEnvs' rule: the robot then turns to heading 0); each step the yaw-rate command is
-clip(0.5 wrap_to_pi(heading - the base's heading), -1, 1). A new episode's first yaw-rate command is computed from
-its own pose (IsaacGymEnvs leaves the previous episode's in it until its next step).
+clip(0.5 wrap_to_pi(heading - the base's heading), -1, 1), wrap_to_pi a true wrap into (-pi, pi] (a deliberate
+difference: IsaacGymEnvs' wrap_to_pi, anymal_terrain.py lines 683-687, is TorchScript-compiled, where `%` on a float
+tensor is fmod, so a heading error in (-2 pi, -pi) stays unwrapped and line 471's yaw-rate command turns the robot
+the long way; ~0.5% of steps, by up to 2.0 rad/s: what the name promises and legged_gym does is the wrap). A new
+episode's first yaw-rate command is computed from its own pose (IsaacGymEnvs leaves the previous episode's in it
+until its next step).
 Reward: the sum of the terms below (each scale x dt), clipped at 0 from below, plus terminalReward on a terminal
-step: lin_vel_xy exp(-|v_xy cmd - v_xy|^2 / 0.25), ang_vel_z exp(-(yaw cmd - yaw rate)^2 / 0.25), lin_vel_z v_z^2,
-ang_vel_xy |w_xy|^2, orient |g_xy|^2, base_height (z - 0.52)^2, torque sum(tau^2), joint_acc sum((qdot - previous
-qdot)^2) (a difference of velocities per control step, not divided by dt, as IsaacGymEnvs), collision the number of
-thighs ("knees") touching anything with more than 1 N, stumble the number of feet with more than 5 N sideways and
-less than 1 N up, action_rate sum((a - previous a)^2), air_time sum((air time - 0.5 s) over feet touching down)
-when |cmd_xy| > 0.1, hip sum(|hip angle - default|); terms whose scale is 0 are logged as 0. The previous action of
-an episode's first step is 0 (IsaacGymEnvs carries the last one of the episode before).
+step (IsaacGymEnvs adds it on every reset, time-outs included, as it never sets timeout_buf, line 367; its default
+is 0, where the two agree): lin_vel_xy exp(-|v_xy cmd - v_xy|^2 / 0.25), ang_vel_z exp(-(yaw cmd - yaw rate)^2 /
+0.25), lin_vel_z v_z^2, ang_vel_xy |w_xy|^2, orient |g_xy|^2, base_height (z - 0.52)^2, torque sum(tau^2), joint_acc
+sum((qdot - previous qdot)^2) (a difference of velocities per control step, not divided by dt, as IsaacGymEnvs),
+collision the number of thighs ("knees") touching anything with more than 1 N, stumble the number of feet with more
+than 5 N sideways and less than 1 N up, action_rate sum((a - previous a)^2), air_time sum((air time - 0.5 s) over
+feet touching down) when |cmd_xy| > 0.1, hip sum(|hip angle - default|); terms whose scale is 0 are logged as 0. The
+previous action of an episode's first step is 0 (IsaacGymEnvs carries the last one of the episode before).
 Terminal when the base touches anything with more than 1 N (and a thigh, with allowKneeContacts false); a time-out
 after episodeLength_s / dt control steps (1000).
 Curriculum (terrainType trimesh, curriculum true): each robot starts on a level <= maxInitMapLevel of a random column
 (a kind of terrain); at each reset, up a level after walking farther than half a cell from its cell's origin, down
-after walking less than a quarter of what its command asked for in an episode (terrain.next_levels), then placed at
+after walking less than a quarter of what its own command asked for in an episode (terrain.next_levels: a deliberate
+difference: IsaacGymEnvs' update_terrain_level, anymal_terrain.py line 432, takes torch.norm of the commands of all
+the robots ending in that step without dim=, one norm that sets every one of their thresholds; when several end in
+one step the two differ, 193 of 342 level moves in one measurement; each robot's own command is what the rule
+evidently means and what legged_gym does), then placed at
 its cell's origin plus U(-0.5, 0.5) m in x and y. curriculum false: levels drawn over all levels, kept. A robot
 whose simulation diverged keeps its level. terrainType plane: the flat floor, heights 0, every robot at the origin.
 Randomisation: friction of the robot's geoms per env from frictionBuckets values drawn from frictionRange (env i takes

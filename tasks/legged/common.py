@@ -184,7 +184,10 @@ def feet_air_time_step(air_time: torch.Tensor, contact: torch.Tensor,
 
 
 def wrap_to_pi(angles: torch.Tensor) -> torch.Tensor:
-    """Angles (rad) into (-pi, pi] (IsaacGymEnvs' wrap_to_pi: mod 2 pi, then minus 2 pi above pi)."""
+    """Angles (rad) into (-pi, pi]: IsaacGymEnvs' wrap_to_pi as written (mod 2 pi, then minus 2 pi above pi), with
+    a true remainder. IsaacGymEnvs compiles it with TorchScript, where `%` on a float tensor is fmod, so its angles
+    in (-2 pi, -pi) come back unwrapped (anymal_terrain.py lines 683-687): a deliberate difference (the wrap the
+    name promises; legged_gym's)."""
     angles = torch.remainder(angles, 2.0 * math.pi)
     return angles - 2.0 * math.pi * (angles > math.pi)
 

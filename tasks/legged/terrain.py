@@ -193,8 +193,10 @@ def heights_under(heights: torch.Tensor, points_xy: torch.Tensor) -> torch.Tenso
 def next_levels(levels: torch.Tensor, walked_m: torch.Tensor, commanded_mps: torch.Tensor, episode_s: float,
                 map_length_m: float, num_levels: int) -> torch.Tensor:
     """IsaacGymEnvs' update_terrain_level for the envs being reset: down a level when a robot walked less than a
-    quarter of what its command asked for in an episode, up when it walked farther than half a cell, then
-    clip(level, 0) % num_levels (past the top: level 0)."""
+    quarter of what its own command asked for in an episode (commanded_mps: each robot's |(vx, vy)|), up when it
+    walked farther than half a cell, then clip(level, 0) % num_levels (past the top: level 0). A deliberate
+    difference: IsaacGymEnvs (anymal_terrain.py line 432) takes one torch.norm over the commands of every robot
+    ending in the step (no dim=), which sets all their thresholds alike; the rule means each robot's own."""
     down = (walked_m < commanded_mps * episode_s * 0.25).long()
     up = (walked_m > map_length_m / 2).long()
     return (levels - down + up).clamp(min=0) % num_levels

@@ -92,6 +92,25 @@ def test_the_curriculum_moves_up_down_and_past_the_top_from_set_distances():
     assert env.task_state()["terrain_level"].item() == pytest.approx(16 / 6)
 
 
+def test_robots_ending_in_one_step_each_move_down_by_their_own_command():
+    """A deliberate difference (issue 91): IsaacGymEnvs' update_terrain_level (anymal_terrain.py line 432) takes one
+    torch.norm over the commands of every robot ending in the step; the port, each robot's own. Two robots end
+    together, each 4 m from its cell's origin after a 20 s episode: the one asked for 1 m/s (a quarter: 5 m) moves
+    down, the one asked for 0.1 m/s (0.5 m) stays. IsaacGymEnvs' one norm, |(1, 0, 0.1, 0)| = 1.005 m/s, would
+    have moved both down."""
+    env = make("AnymalTerrain", 2, sim="mujoco", learn=QUIET)
+    env.reset()
+    env.levels[:] = torch.tensor([3, 3])
+    env.env_origins[:] = env.cell_origin_table[env.levels, env.types]
+    env.commands[:, 0] = torch.tensor([1.0, 0.1])
+    env.commands[:, 1] = 0.0
+    for i in range(2):
+        origin = env.env_origins[i]
+        pose(env, i, float(origin[0]) + 4.0, float(origin[1]), z=float(origin[2]) + 0.62)
+    env.reset_idx(torch.arange(2), torch.tensor([False, False]))
+    assert env.levels.tolist() == [2, 3]
+
+
 def test_observation_noise_off_is_exact_and_on_has_the_declared_scales():
     quiet = make("AnymalTerrain", 2048, sim="mujoco", learn=QUIET)
     quiet.reset()

@@ -254,3 +254,14 @@ def test_a_heading_command_turns_into_a_yaw_rate_towards_it_the_short_way_round(
     short_way = 0.5 * (2 * math.pi - 6.0)
     assert yaw_rate_to_heading(facing, commanded).tolist() == pytest.approx([0.2, 1.0, -0.25, short_way, 0.0],
                                                                              abs=1e-6)
+
+
+def test_a_heading_error_below_minus_pi_is_wrapped_unlike_isaacgymenvs_fmod():
+    """A deliberate difference (issue 91): IsaacGymEnvs' wrap_to_pi is TorchScript-compiled, where `%` on a float
+    tensor is fmod, so a heading error of -4 rad stays -4 and its yaw-rate command is clip(-2) = -1 rad/s, the long
+    way round; the port wraps it to 2 pi - 4 = 2.28 rad and turns the short way, at clip(1.14) = +1 rad/s."""
+    assert wrap_to_pi(torch.tensor([-4.0])).item() == pytest.approx(2 * math.pi - 4.0, abs=1e-6)
+    assert torch.fmod(torch.tensor([-4.0]), 2 * math.pi).item() == pytest.approx(-4.0)  # (IsaacGymEnvs' first step)
+    facing = torch.tensor(np.array([quat_about((0, 0, 1), 0.0), quat_about((0, 0, 1), 2.0)]), dtype=torch.float32)
+    commanded = torch.tensor([-4.0, -2.0])  # errors of -4 rad (base heading 0) and -4 rad (heading 2, command -2)
+    assert yaw_rate_to_heading(facing, commanded).tolist() == pytest.approx([1.0, 1.0], abs=1e-6)
