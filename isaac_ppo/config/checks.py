@@ -53,8 +53,6 @@ def check(cfg: DictConfig) -> None:
     values = domains.flat(tree)
     domains.check_finite(values)
     domains.check(values, RUN_DOMAINS)
-    check_task_parameters(tree["task"])  # (after the run's keys: a task's spec imports its module, and torch)
-    check_critic_observations(cfg.asymmetric, tree["task"])
     check_folder_name("experiment", cfg.experiment)
     check_profile(cfg.profile, cfg.task.name)
     hidden = list(cfg.agent.network.hidden)
@@ -101,6 +99,10 @@ def check(cfg: DictConfig) -> None:
 
         require_wandb()
     check_diagnostics(cfg.diagnostics, hidden)
+    # the task's rules last but the plans': its spec imports the task's module, and torch (~1.2 s), which a mistake
+    # in any other key should not wait for
+    check_task_parameters(tree["task"])
+    check_critic_observations(cfg.asymmetric, tree["task"])
     if not cfg.test:  # (play collects no batch: no plan to check)
         check_scheduler(cfg)
 
