@@ -25,6 +25,18 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+# Hydra's modes, of which a command line takes one (Hydra itself answers two with a traceback)
+MODES = {"--run": "-r", "--multirun": "-m", "--cfg": "-c", "--info": "-i", "--shell-completion": "-sc"}
+
+
+def _check_one_mode(argv: List[str]) -> None:
+    given = [long for long, short in MODES.items() if any(a in (long, short) or a.startswith(long + "=")
+                                                            for a in argv)]
+    if len(given) > 1:
+        _fail(f"{' and '.join(given)} cannot be combined (Hydra runs one of --run, --multirun, --cfg, --info and "
+              f"--shell-completion): keep one, e.g. drop {given[-1]}")
+
+
 def _sim_choice(argv: List[str]) -> str:
     """The sim= Hydra will use: the last one given."""
     choices = [word[4:] for word in argv if word.startswith("sim=")]
@@ -74,6 +86,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if "--version" in argv:
         print(usage.version())
         return
+    _check_one_mode(argv)
     from isaac_ppo.config.compose import register_resolvers, rewrite_argv
 
     argv, notes = rewrite_argv(argv)  # train= (IsaacGymEnvs' name), agent=rl_games, renamed keys

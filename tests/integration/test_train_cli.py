@@ -188,6 +188,16 @@ def test_bad_config_is_one_line_and_no_run_directory(tmp_path, overrides, fragme
     assert not os.path.exists(tmp_path / "runs")
 
 
+@pytest.mark.parametrize("flags", [["-m", "--cfg", "job"], ["--multirun", "-c", "job"], ["--cfg", "job", "--info"]])
+def test_two_of_hydras_modes_are_one_line_naming_both(tmp_path, flags):
+    """`-m task=Ant seed=0,1 --cfg job` (issue 92): Hydra itself answers with a ValueError's traceback."""
+    done = train(tmp_path, "task=Ant", "seed=0,1", *flags)
+    long_names = {"-m": "--multirun", "-c": "--cfg", "-i": "--info"}
+    named = [long_names.get(f, f) for f in flags if f.startswith("-")]
+    one_line_error(done, f"{named[0]} and {named[1]} cannot be combined", "keep one")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "multirun").exists()
+
+
 def test_a_refused_config_is_refused_before_torch_is_imported(tmp_path):
     """A typo costs its user a fraction of a second, not torch's import (~1.5 s of the 2 s it once took): the
     checks before Hydra runs import nothing that imports torch."""
