@@ -130,6 +130,26 @@ def flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
     return found
 
 
+def closest_key(key: str, keys: Any) -> Optional[str]:
+    """The known dotted key a mistyped one most likely meant (a sibling first: num_env -> num_envs,
+    task.env.episodeLenght -> task.env.episodeLength), or None when none is close."""
+    import difflib
+
+    keys = list(keys)
+    parent = key.rpartition(".")[0]
+    for pool in ([k for k in keys if k.rpartition(".")[0] == parent], keys):
+        found = difflib.get_close_matches(key, pool, n=1, cutoff=0.8)
+        if found:
+            return found[0]
+    return None
+
+
+def did_you_mean(key: str, keys: Any) -> str:
+    """' (did you mean KEY?)' for the closest known key, or '' when none is close."""
+    close = closest_key(key, keys)
+    return f" (did you mean {close}?)" if close else ""
+
+
 def outside(key: str, value: Any, describe: str) -> str:
     """The one-line refusal of a value outside its domain (the config's keys and the lab commands' own)."""
     return f"{key}={value!r} is outside its domain: {describe}"

@@ -101,15 +101,20 @@ def check(cfg: DictConfig) -> None:
     check_diagnostics(cfg.diagnostics, hidden)
     # the task's rules last but the plans': its spec imports the task's module, and torch (~1.2 s), which a mistake
     # in any other key should not wait for
-    check_task_parameters(tree["task"])
+    check_task_parameters(tree["task"], runs_the_port(cfg.sim))
     check_critic_observations(cfg.asymmetric, tree["task"])
     if not cfg.test:  # (play collects no batch: no plan to check)
         check_scheduler(cfg)
 
 
-def check_task_parameters(task: Dict[str, Any]) -> None:
+OWN_TASK_KEYS = ("name", "entry_point", "solve_thresholds")  # a task node's keys that are no parameter of the task
+
+
+def check_task_parameters(task: Dict[str, Any], port: bool = True) -> None:
     """The task's parameters (its resolved node) inside their declared domains (its TaskSpec's domains beside
-    envs/registry.py's PORT_DOMAINS, from the registry), and its solve thresholds a list of numbers."""
+    envs/registry.py's PORT_DOMAINS, from the registry), and its solve thresholds a list of numbers. port: the run
+    runs the MuJoCo port, which refuses a key it does not read (task.env.episodeLenght=100 would train at the
+    task's own 500); Isaac Gym's task may read keys of IsaacGymEnvs the port has not (task.sim.physx.*)."""
     thresholds = task.get("solve_thresholds", [])
     if not isinstance(thresholds, list) or not all(isinstance(t, (int, float)) for t in thresholds):
         raise UserError(f"task.solve_thresholds={thresholds!r} must be a list of evaluation returns")
@@ -118,7 +123,23 @@ def check_task_parameters(task: Dict[str, Any]) -> None:
     declared = task_domains(task)
     if declared is not None:
         check_solve_measures(task["name"], task.get("solve_measures") or {}, declared)
-        domains.check(domains.flat(task), declared, prefix="task.")
+        values = domains.flat(task)
+        if port:
+            unread = sorted(key for key in values if key not in declared and key not in OWN_TASK_KEYS
+                            and not key.startswith("solve_measures."))
+            if unread:
+                known = [f"task.{key}" for key in declared]
+                raise UserError(f"task.{unread[0]}={values[unread[0]]!r}: task {task['name']} has no such parameter"
+                                f"{domains.did_you_mean('task.' + unread[0], known)}; its MuJoCo port reads only "
+                                "what its spec declares")
+        domains.check(values, declared, prefix="task.")
+
+
+def runs_the_port(sim: str) -> bool:
+    """Whether a run of sim= runs the task's MuJoCo port (sim=auto takes Isaac Gym where it is installed)."""
+    import importlib.util
+
+    return sim in ("mujoco", "mjwarp") or (sim == "auto" and importlib.util.find_spec("isaacgym") is None)
 
 
 def check_solve_measures(name: str, solve_measures: Any, declared: Dict[str, Domain]) -> None:

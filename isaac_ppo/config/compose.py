@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 CONFIG_MODULE = "isaac_ppo.cfg"
 
@@ -155,9 +155,25 @@ def compose(overrides: List[str], with_hydra: bool = False) -> Any:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
             return hydra_compose(config_name="config", overrides=overrides, return_hydra_config=with_hydra)
     except Exception as error:  # Hydra's composition errors: keep their first line, name the override
-        raise UserError(hydra_message(error)) from None
+        raise UserError(hydra_message(error, lambda key: _keys_without(overrides, key))) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def _keys_without(overrides: List[str], key: str) -> List[str]:
+    """Every dotted key of the config composed without the overrides of `key` (none when that fails too)."""
+    from omegaconf import OmegaConf
+
+    from isaac_ppo.domains import flat
+    from isaac_ppo.errors import UserError
+
+    kept = [word for word in overrides if word.lstrip("+~").partition("=")[0] != key]
+    if len(kept) == len(overrides):
+        return []
+    try:
+        return list(flat(OmegaConf.to_container(compose(kept))))
+    except UserError:
+        return []
 
 
 def sweep_jobs(overrides: List[str]) -> List[List[str]]:
@@ -195,13 +211,17 @@ def _sweeper_params(overrides: List[str]) -> Any:
     return {str(k): str(v) for k, v in (cfg.hydra.sweeper.params or {}).items()}
 
 
-def hydra_message(error: Exception) -> str:
-    """Hydra's error as one line naming the override (and, for a group option that does not exist, the closest)."""
+def hydra_message(error: Exception, known: Optional[Callable[[str], List[str]]] = None) -> str:
+    """Hydra's error as one line naming the override (for a key or a group option that does not exist, the closest
+    one: known(key) gives the keys of the config without it)."""
+    from isaac_ppo.domains import did_you_mean
+
     text = str(error).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if "is not in struct" in text or lines[0].startswith("Could not override"):
         key = lines[0].split("'")[1] if "'" in lines[0] else lines[0]
-        return f"unknown config key {key!r}: see `isaac-ppo-train --cfg job` for the keys (a new key needs +{key}=...)"
+        hint = did_you_mean(key, known(key)) if known else ""
+        return f"unknown config key {key!r}{hint}: `isaac-ppo-train --cfg job` lists the keys"
     if "Could not find" in text and "options" in text.lower():
         return _no_such_option(lines)
     return lines[0]

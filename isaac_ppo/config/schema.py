@@ -14,9 +14,9 @@ import dataclasses
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from isaac_ppo.domains import Domain, choice, integer, positive, real
+from isaac_ppo.domains import Domain, choice, did_you_mean, integer, positive, real
 from isaac_ppo.errors import UserError
 
 
@@ -83,6 +83,19 @@ class AgentConfig:
     name: str = key("PPO", meaning="the agent config's name (IsaacGymEnvs': <Task>PPO)")
     backend: str = key("isaac_ppo", choice("isaac_ppo", "rl_games"),
                        "who trains with these values: isaac_ppo, or rl-games (agent=rl_games: loop/rlgames.py)")
+
+
+def schema_keys(cls: Any, prefix: str = "") -> List[str]:
+    """Every dotted key a schema declares, its nested schemas' included (the task and scheduler nodes are free)."""
+    import typing
+
+    keys: List[str] = []
+    for name, hint in typing.get_type_hints(cls).items():
+        if dataclasses.is_dataclass(hint):
+            keys += schema_keys(hint, f"{prefix}{name}.")
+        else:
+            keys.append(prefix + name)
+    return keys
 
 
 def agent_domains() -> Dict[str, Domain]:
@@ -185,6 +198,11 @@ def typed(resolved: Any) -> DictConfig:
         # second is a plain container that unsafe_merge wraps first, so neither the template nor the caller's
         # tree is touched
         cfg = OmegaConf.unsafe_merge(copy.deepcopy(_TEMPLATE[0]), resolved)
+    except ConfigKeyError as error:  # a key the schemas do not have (typed as +KEY=..., or in a YAML of one's own)
+        key = str(getattr(error, "full_key", "") or "")
+        known = schema_keys(Config)
+        raise UserError(f"unknown config key {key!r}{did_you_mean(key, known)}: nothing reads it; "
+                        "`isaac-ppo-train --cfg job` lists the keys") from None
     except OmegaConfBaseException as error:
         key = str(getattr(error, "full_key", "") or "")
         raise UserError(f"config key {key}: {str(error).splitlines()[0]}") from None

@@ -23,7 +23,16 @@ BASE = ["task=Cartpole", "sim=mujoco"]
     ("agent.lam=-0.1", "agent.lam=-0.1 is outside its domain: a number in [0, 1]"),
     ("agent.clip=0", "agent.clip=0.0 is outside its domain: a number in (0, inf)"),
     ("agent.entropy_coef=-1", "agent.entropy_coef=-1.0 is outside its domain: a number in [0, inf)"),
-    ("+unknown_key=1", "config key unknown_key: Key 'unknown_key' not in 'Config'"),
+    ("+unknown_key=1",
+     "unknown config key 'unknown_key': nothing reads it; `isaac-ppo-train --cfg job` lists the keys"),
+    # a newcomer's typos (issue 89): the key meant, and a + key that nothing would read refused, not carried
+    ("num_env=64", "unknown config key 'num_env' (did you mean num_envs?)"),
+    ("+num_env=64", "unknown config key 'num_env' (did you mean num_envs?): nothing reads it"),
+    ("task.env.episodeLenght=100",
+     "unknown config key 'task.env.episodeLenght' (did you mean task.env.episodeLength?)"),
+    ("+task.env.episodeLenght=100",
+     "task.env.episodeLenght=100: task Cartpole has no such parameter (did you mean task.env.episodeLength?)"),
+    ("+agent.gama=0.9", "unknown config key 'agent.gama' (did you mean agent.gamma?): nothing reads it"),
     ("task=ant", "task=ant does not exist: did you mean task=Ant? (task options: Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, Humanoid, ShadowHand)"),
 ])
 def test_meaningless_values_are_refused_naming_the_key(override, message):
