@@ -248,10 +248,38 @@ def check_scheduler(cfg: DictConfig) -> None:
 
     scheduler = build_scheduler(cfg)
     max_iterations, max_env_steps = budgets(cfg)
+    check_minibatch(cfg, scheduler.plan(0, []))
     check_plans(scheduler, pool_size(cfg, scheduler, max_iterations, max_env_steps), max_iterations, max_env_steps)
     first = scheduler.plan(0, [])
     if max_env_steps is not None and first.batch_size > max_env_steps:
         raise UserError(f"max_env_steps={max_env_steps} is smaller than the first batch ({first.batch_size} env steps)")
+
+
+def check_minibatch(cfg: DictConfig, plan: Any) -> None:
+    """The common case in a user's words: the fixed scheduler's batch (num_envs x agent.horizon), made smaller than
+    the task's own (num_envs=64), no longer divided by the minibatch the task's agent YAML sizes for its own batch.
+    The one line names the batch, the minibatch and the override that keeps the task's minibatches an epoch."""
+    target = OmegaConf.select(cfg, "scheduler._target_", default=FIXED_SCHEDULER)
+    if target != FIXED_SCHEDULER or cfg.agent.num_mini_batches is not None:
+        return
+    batch, minibatch = plan.batch_size, cfg.agent.minibatch_size
+    if batch % minibatch == 0:
+        return
+    own_batch = int(cfg.task.env.numEnvs) * int(cfg.agent.horizon)
+    per_epoch = own_batch // minibatch if own_batch % minibatch == 0 else 0
+    if per_epoch and batch % per_epoch == 0:
+        fix = (f"agent.num_mini_batches={per_epoch} ({cfg.task.name}'s {per_epoch} minibatch"
+               f"{'es' if per_epoch > 1 else ''} an epoch, of {batch // per_epoch:,} transitions here)")
+    else:
+        from isaac_ppo.scheduler.plan import nearest_divisors
+
+        fits = max(d for d in range(1, min(batch, minibatch) + 1) if batch % d == 0)
+        fix = (f"agent.minibatch_size={fits} (sizes that divide it, the nearest: {nearest_divisors(batch, minibatch)}),"
+               " or agent.num_mini_batches=N (N minibatches an epoch, whatever the batch)")
+    relation = "smaller than" if batch < minibatch else "not a multiple of"
+    raise UserError(f"num_envs={plan.num_envs} x agent.horizon={plan.rollout_length} is a batch of {batch:,} "
+                    f"transitions, {relation} {cfg.task.name}'s minibatch (agent.minibatch_size={minibatch}, sized "
+                    f"for its {int(cfg.task.env.numEnvs):,} envs): add {fix}")
 
 
 def check_folder_name(key: str, name: str) -> None:

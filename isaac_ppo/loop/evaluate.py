@@ -96,7 +96,9 @@ def describe_run(summary: Dict[str, Any], window: int) -> str:
     measured = list(dict.fromkeys(e["measure"] for e in summary.get("measure_solve_times") or []))
     evaluation = f"evaluation over {final['episodes']} episodes: {describe(final, measured)}; " if final else ""
     training = summary.get("final_window_mean_return")
-    training = f"{training:.2f}" if training is not None else "n/a (no episode finished)"
+    # (NaN when the window is empty: a short run's envs may not have ended an episode yet)
+    finished = training is not None and math.isfinite(training)
+    training = f"{training:.2f}" if finished else "n/a (no episode finished)"
     return f"{evaluation}training return {training} (the last {window} finished episodes, lagged)"
 
 

@@ -71,7 +71,8 @@ class Plan:
             raise UserError(
                 f"the minibatch (agent.minibatch_size={self.minibatch_size}, or scheduler.minibatches) must divide "
                 f"the batch num_envs x rollout_length = {self.num_envs} x {self.rollout_length} = "
-                f"{self.batch_size}{at}: sizes that do (the nearest): {_divisors(self.batch_size, self.minibatch_size)}; or give "
+                f"{self.batch_size}{at}: sizes that do (the nearest): "
+                f"{nearest_divisors(self.batch_size, self.minibatch_size)}; or give "
                 f"agent.num_mini_batches=N, which follows the batch"
             )
         return self
@@ -137,11 +138,12 @@ def agent_minibatch_size(cfg: Any, num_envs: int) -> int:
     batch = num_envs * agent.horizon
     if batch % count:
         raise UserError(f"agent.num_mini_batches={count} does not divide the batch num_envs x agent.horizon = "
-                        f"{num_envs} x {agent.horizon} = {batch}: counts that do (the nearest): {_divisors(batch, count)}")
+                        f"{num_envs} x {agent.horizon} = {batch}: counts that do (the nearest): "
+                        f"{nearest_divisors(batch, count)}")
     return batch // count
 
 
-def _divisors(n: int, near: int, shown: int = 6) -> str:
+def nearest_divisors(n: int, near: int, shown: int = 6) -> str:
     """The divisors of n nearest to `near` (in order), for a refusal that says which values would do."""
     divisors = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
     divisors = sorted(set(divisors + [n // d for d in divisors]))

@@ -117,3 +117,20 @@ def test_videos_while_training_with_rl_games_or_without_a_length_are_refused():
         with pytest.raises(UserError) as error:
             compose_config([*BASE, "capture_video=true", override])
         assert message in str(error.value), str(error.value)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["task=Ant", "num_envs=64"], "num_envs=64 x agent.horizon=16 is a batch of 1,024 transitions, smaller than Ant's "
+     "minibatch (agent.minibatch_size=32768, sized for its 4,096 envs): add agent.num_mini_batches=2 (Ant's 2 "
+     "minibatches an epoch, of 512 transitions here)"),
+    (["task=Cartpole", "num_envs=3"], "add agent.num_mini_batches=1 (Cartpole's 1 minibatch an epoch, of 48"),
+    (["task=Ant", "num_envs=4000"], "not a multiple of Ant's minibatch (agent.minibatch_size=32768"),
+])
+def test_a_batch_the_tasks_minibatch_does_not_divide_says_the_override_that_fits(overrides, message):
+    """num_envs=64 on a task sized for thousands (issue 89): the batch, the minibatch and the override, in a user's
+    words; following it composes and checks."""
+    with pytest.raises(UserError) as error:
+        compose_config([*overrides, "sim=mujoco"])
+    assert message in str(error.value) and "\n" not in str(error.value)
+    fix = str(error.value).split(": add ", 1)[1].split(" ", 1)[0]
+    compose_config([*overrides, "sim=mujoco", fix])

@@ -91,8 +91,10 @@ def test_num_envs_as_isaacgymenvs_users_type_it_in_play_and_in_training(tmp_path
     for override, message in (
             ("agent.num_mini_batches=7", "agent.num_mini_batches=7 does not divide the batch num_envs x agent.horizon = "
                                          "100 x 16 = 1600: counts that do (the nearest): 1, 2, 4, 5, 8, 10"),
-            ("agent.minibatch_size=300", "= 100 x 16 = 1600 (a plan of scheduler FixedScheduler): sizes that do "
-                                         "(the nearest): 80, 100, 160, 200, 320, 400; or give agent.num_mini_batches=N")):
+            ("agent.minibatch_size=300", "num_envs=100 x agent.horizon=16 is a batch of 1,600 transitions, not a "
+                                         "multiple of Cartpole's minibatch (agent.minibatch_size=300, sized for its "
+                                         "512 envs): add agent.minibatch_size=200 (sizes that divide it, the nearest: "
+                                         "80, 100, 160, 200, 320, 400), or agent.num_mini_batches=N")):
         with pytest.raises(UserError) as error:
             compose_config([*SMALL, "num_envs=100", override])
         assert message in str(error.value), str(error.value)

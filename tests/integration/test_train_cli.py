@@ -179,7 +179,7 @@ def test_play_mode_records_a_video_of_env_0(tmp_path):
         (["agent.horizon=2.5"], ["agent.horizon"]),
         (["sim=bullet"], ["sim='bullet'", "auto, mujoco, mjwarp, isaacgym"]),
         (["task=Walker"], ["Walker"]),
-        (["task=Cartpole", "agent.minibatch_size=1000"], ["agent.minibatch_size=1000", "8192"]),
+        (["task=Cartpole", "agent.minibatch_size=1000"], ["agent.minibatch_size=1000", "8,192"]),
         (["num_envs=0"], ["num_envs"]),
     ],
 )

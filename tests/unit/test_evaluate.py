@@ -264,3 +264,12 @@ def test_a_runs_last_line_shows_its_measure_of_success_beside_the_return():
                            "drawer_opened 1; training return 3961.60")
     assert "drawer_opening_m" not in line  # (a measure that marks no success stays in the rows)
     assert ", drawer_opened" not in describe_run(dict(summary, measure_solve_times=[]), 100)
+
+
+def test_a_runs_last_line_says_no_episode_finished_instead_of_nan():
+    """A short run whose envs ended no episode has an empty window (NaN in the row): its last line says so."""
+    from isaac_ppo.loop.evaluate import describe_run
+
+    for empty in (float("nan"), None):
+        line = describe_run({"final_window_mean_return": empty}, 100)
+        assert "nan" not in line and line.startswith("training return n/a (no episode finished)")
