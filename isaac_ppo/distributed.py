@@ -223,10 +223,28 @@ def launched_by_torchrun() -> bool:
     return all(name in os.environ for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
+def check_cuda_device(device: str) -> None:
+    """device=cuda[:N] on a machine whose torch sees no such GPU: one line naming the device, before any backend
+    (MuJoCo Warp, Isaac Gym) meets it. Checked when the run starts, not with the config: a sweep for GPU nodes is
+    composed and checked on a login node without one."""
+    if not str(device).startswith("cuda"):
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.split(":", 1)[1]) if ":" in device and device.split(":", 1)[1].isdigit() else 0
+    if count == 0:
+        build = f"a CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build"
+        raise UserError(f"device={device}: this machine has no CUDA GPU that torch (torch {torch.__version__}, "
+                        f"{build}) can use: drop device= (or give device=cpu) to run on the CPU")
+    if index >= count:
+        raise UserError(f"device={device}: this machine has {count} CUDA GPU{'s' if count > 1 else ''} "
+                        f"(cuda:0{f' to cuda:{count - 1}' if count > 1 else ''})")
+
+
 def setup(multi_gpu: bool, device: str, backend: str) -> Tuple[Local, str]:
     """(the communicator, this rank's device). Refuses, in one line, what cannot work: multi_gpu without a
-    launcher, NCCL without GPUs, more ranks on a node than it has GPUs."""
+    launcher, NCCL without GPUs, more ranks on a node than it has GPUs, a CUDA device the machine does not have."""
     if not multi_gpu:
+        check_cuda_device(device)
         return Local(), device
     if not launched_by_torchrun() and "SUBMITIT_EXECUTOR" in os.environ:
         # a task of a submitit job (hydra/launcher=slurm_gpu with tasks_per_node > 1): torchrun's variables

@@ -188,6 +188,16 @@ def test_bad_config_is_one_line_and_no_run_directory(tmp_path, overrides, fragme
     assert not os.path.exists(tmp_path / "runs")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU: device=cuda is no mistake here")
+def test_device_cuda_without_a_gpu_names_the_device_not_a_backend(tmp_path):
+    """device=cuda on a CPU machine (issue 89): with sim=auto MuJoCo Warp was picked and its message blamed MuJoCo
+    Warp, which the user never chose; now one line names the device, and no run folder is left."""
+    for sim in ("auto", "mujoco"):
+        one_line_error(train(tmp_path, "task=Cartpole", "device=cuda", f"sim={sim}"),
+                       "device=cuda: this machine has no CUDA GPU", "drop device=")
+        assert not list((tmp_path / "runs").rglob("config.yaml"))
+
+
 @pytest.mark.parametrize("flags", [["-m", "--cfg", "job"], ["--multirun", "-c", "job"], ["--cfg", "job", "--info"]])
 def test_two_of_hydras_modes_are_one_line_naming_both(tmp_path, flags):
     """`-m task=Ant seed=0,1 --cfg job` (issue 92): Hydra itself answers with a ValueError's traceback."""
