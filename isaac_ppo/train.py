@@ -37,6 +37,58 @@ def _check_one_mode(argv: List[str]) -> None:
               f"--shell-completion): keep one, e.g. drop {given[-1]}")
 
 
+def _with_the_checkpoints_run(argv: List[str]) -> List[str]:
+    """test=true checkpoint=PATH without task=: the words that rebuild what the checkpoint's run trained (its task,
+    agent values, profile, network and critic: its config.yaml beside checkpoints/, else the config the checkpoint
+    holds), put before the user's own, which still win. A checkpoint that cannot be read is left to play's refusal."""
+    words = {w.split("=", 1)[0].lstrip("+"): w.split("=", 1)[1] for w in argv if "=" in w and not w.startswith("-")}
+    if words.get("test", "").lower() != "true" or not words.get("checkpoint") or "task" in words:
+        return argv
+    saved = _saved_run_config(words["checkpoint"])
+    if saved is None:
+        return argv
+    from isaac_ppo.config.files import cfg_dir
+
+    derived = [f"task={saved['task']['name']}"]
+    agent = saved.get("agent") or {}
+    if "agent" not in words and agent.get("name") and os.path.isfile(os.path.join(cfg_dir("agent"),
+                                                                                   f"{agent['name']}.yaml")):
+        derived.append(f"agent={agent['name']}")
+    if saved.get("profile") not in (None, "none") and "profile" not in words:
+        derived.append(f"profile={saved['profile']}")
+    network = agent.get("network") or {}
+    for key in ("hidden", "critic_hidden", "separate", "activation"):
+        if key in network and f"agent.network.{key}" not in words:
+            value = network[key]
+            shown = "null" if value is None else (str(list(value)).replace(" ", "") if isinstance(value, list)
+                                                  else str(value).lower() if isinstance(value, bool) else value)
+            derived.append(f"agent.network.{key}={shown}")
+    if "asymmetric" in saved and "asymmetric" not in words:
+        derived.append(f"asymmetric={str(bool(saved['asymmetric'])).lower()}")
+    print(f"[play] {words['checkpoint']}: its run's {' '.join(derived)}", flush=True)
+    return derived + argv
+
+
+def _saved_run_config(path: str) -> Optional[dict]:
+    """The resolved config of the run that wrote checkpoint `path` (a plain dict), or None."""
+    from omegaconf import OmegaConf
+
+    from isaac_ppo.loop.play import run_config
+
+    if not os.path.isfile(path) or not path.endswith(".pt"):
+        return None
+    saved = run_config(path)
+    try:
+        if saved is not None:
+            return OmegaConf.to_container(OmegaConf.load(saved))
+        import torch
+
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        return OmegaConf.to_container(OmegaConf.create(state["config"])) if isinstance(state, dict) else None
+    except Exception:  # (not ours, or damaged: play says so in one line)
+        return None
+
+
 def _sim_choice(argv: List[str]) -> str:
     """The sim= Hydra will use: the last one given."""
     choices = [word[4:] for word in argv if word.startswith("sim=")]
@@ -94,6 +146,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.stderr.write(f"isaac-ppo-train: {note}\n")
     if _sim_choice(argv) in ("auto", "isaacgym"):
         preload.isaacgym_first()  # before anything imports torch
+    argv = _with_the_checkpoints_run(argv)  # (may read a checkpoint: torch)
     if any(a.lower() == "capture_video=true" for a in argv):
         from isaac_ppo.io.video import gl_backend  # (imports neither torch nor mujoco)
 

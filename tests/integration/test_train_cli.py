@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -228,6 +229,21 @@ def test_missing_and_corrupt_checkpoints_are_one_line(tmp_path):
     corrupt.write_bytes(b"not a checkpoint at all")
     one_line_error(train(tmp_path, *SMALL, f"resume={corrupt}"), str(corrupt), "cannot be read")
     one_line_error(train(tmp_path, *SMALL, "resume=auto", "experiment=never"), "resume=auto found no")
+
+
+@pytest.mark.slow
+def test_test_true_with_a_checkpoint_alone_plays_it_with_its_runs_task_and_network(tmp_path):
+    """`isaac-ppo-train test=true checkpoint=PATH` (issue 89): the run's task, agent values and network come from its
+    config.yaml, or from the checkpoint itself when it travels alone; nothing has to be repeated."""
+    done = train_in_process(tmp_path / "made", *SMALL, "max_iterations=1", "agent.network.hidden=[16]")
+    checkpoint = os.path.join(done.run_dir, "checkpoints", "last.pt")
+    alone = tmp_path / "alone.pt"
+    shutil.copy(checkpoint, alone)
+    for path in (checkpoint, str(alone)):
+        played = train(tmp_path, "test=true", f"checkpoint={path}", "play_episodes=2", "num_envs=2")
+        assert played.returncode == 0, played.stderr
+        assert "its run's task=Cartpole agent=CartpolePPO agent.network.hidden=[16]" in played.stdout
+        assert "2 episodes (one per env, from reset)" in played.stdout
 
 
 @pytest.mark.slow
