@@ -69,6 +69,29 @@ def _with_the_checkpoints_run(argv: List[str]) -> List[str]:
     return derived + argv
 
 
+def _with_the_runs_command(argv: List[str]) -> List[str]:
+    """resume=RUN_DIR (a run's folder): the run's own command line (its .hydra/overrides.yaml) with
+    hydra.run.dir=RUN_DIR, so that the run continues in place from its last.pt with the config it was started with;
+    the user's other words follow (a key a resume may change, such as max_iterations=)."""
+    folders = [w.split("=", 1)[1] for w in argv if w.startswith("resume=") and os.path.isdir(w.split("=", 1)[1])]
+    if not folders:
+        return argv
+    run_dir = os.path.abspath(folders[-1])
+    recorded = os.path.join(run_dir, ".hydra", "overrides.yaml")
+    if not os.path.isfile(os.path.join(run_dir, "checkpoints", "last.pt")):
+        _fail(f"resume={folders[-1]}: no checkpoints/last.pt in that folder: give a run's folder (runs/<experiment>/"
+              "<date_time>) or a checkpoint file")
+    if not os.path.isfile(recorded):
+        _fail(f"resume={folders[-1]}: the run's command line ({recorded}) is missing: repeat its command with "
+              f"resume={os.path.join(run_dir, 'checkpoints', 'last.pt')}")
+    from omegaconf import OmegaConf
+
+    own = [str(word) for word in OmegaConf.load(recorded)
+           if not str(word).lstrip("+~").startswith(("resume=", "hydra.run.dir=", "hydra."))]
+    rest = [w for w in argv if not w.startswith("resume=")]
+    return own + [f"hydra.run.dir={run_dir}"] + rest
+
+
 def _saved_run_config(path: str) -> Optional[dict]:
     """The resolved config of the run that wrote checkpoint `path` (a plain dict), or None."""
     from omegaconf import OmegaConf
@@ -146,7 +169,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.stderr.write(f"isaac-ppo-train: {note}\n")
     if _sim_choice(argv) in ("auto", "isaacgym"):
         preload.isaacgym_first()  # before anything imports torch
-    argv = _with_the_checkpoints_run(argv)  # (may read a checkpoint: torch)
+    argv = _with_the_checkpoints_run(_with_the_runs_command(argv))  # (may read a checkpoint: torch)
     if any(a.lower() == "capture_video=true" for a in argv):
         from isaac_ppo.io.video import gl_backend  # (imports neither torch nor mujoco)
 

@@ -117,19 +117,14 @@ def check_resumable(state: Mapping[str, Any], path: str, task: str, env: Any, wo
 
 
 def how_to_continue(cfg: Any, run_dir: str, last: str) -> str:
-    """resume=PATH always continues a run; resume=auto finds only runs in runs_dir/<experiment>/; the same
-    command continues a folder of its own (hydra.run.dir) in place, unless it says resume= (which wins) or is a
-    sweep (-m: that starts a new one)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    mode = getattr(HydraConfig.get(), "mode", None) if HydraConfig.initialized() else None
-    multirun = getattr(mode, "name", "") == "MULTIRUN"
-    auto_dir = os.path.join(cfg.runs_dir, cfg.experiment or cfg.task.name)
-    if os.path.abspath(os.path.dirname(run_dir)) == os.path.abspath(auto_dir) and not multirun:
-        return f"resume=auto (or resume={last})"
-    if cfg.resume or multirun:
-        return f"resume={last}"
-    return f"the same command (hydra.run.dir={run_dir} continues in place) or resume={last}"
+    """What to type to continue a stopped run: `isaac-ppo-train resume=RUN_DIR` continues it in place from its
+    folder alone (its recorded command line; train.py); a multi-GPU run, the same torchrun command with it. Also:
+    resume=auto with the same command (runs in runs_dir/<experiment>/), or resume=<its last.pt>."""
+    if not os.path.isfile(os.path.join(run_dir, ".hydra", "overrides.yaml")):  # (Hydra's record: not written here)
+        return f"the same command and resume={last}"
+    if cfg.multi_gpu:
+        return f"the same torchrun command with only resume={run_dir} after isaac_ppo.train"
+    return f"`isaac-ppo-train resume={run_dir}`"
 
 
 def _schema_defaults() -> Dict[str, Any]:

@@ -91,8 +91,8 @@ def test_sigterm_saves_a_checkpoint_and_resume_auto_finishes_the_run(tmp_path):
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 75, err  # stopped early, resumable: `train && next` must not go on
-    assert "stopped by SIGTERM" in out and "resume=auto" in out and "done" not in out
     (pre_dir,) = run_dirs(tmp_path, "pre")
+    assert "stopped by SIGTERM" in out and f"isaac-ppo-train resume={pre_dir}" in out and "done" not in out
     _, counters = last_params(pre_dir)
     assert 3 <= counters["iteration"] < 10
     time.sleep(1.1)
@@ -105,21 +105,39 @@ def test_sigterm_saves_a_checkpoint_and_resume_auto_finishes_the_run(tmp_path):
         assert torch.equal(expected[name], final[name]), name
 
 
-def test_a_stopped_run_is_told_the_way_to_continue_that_finds_it(tmp_path):
-    """resume=auto looks in runs_dir/<experiment>/ only: a run pinned elsewhere (hydra.run.dir, as the study and
-    cluster jobs pin theirs) is told to run the same command again, which continues it in place."""
+def test_a_stopped_run_is_told_exactly_what_to_type(tmp_path):
+    """`isaac-ppo-train resume=RUN_DIR` (issue 89: resume=auto alone composed the default task, and found nothing):
+    wherever the run's folder is, pinned or not; a multi-GPU run's is its torchrun command; a folder without Hydra's
+    record of the command line is told the same command with resume=<its last.pt>."""
     from isaac_ppo.config.compose import compose_config
     from isaac_ppo.loop.resume import how_to_continue as _how_to_continue
 
     cfg = compose_config([*SMALL, f"runs_dir={tmp_path / 'runs'}", "experiment=e"])
     last = "x/checkpoints/last.pt"
-    assert _how_to_continue(cfg, str(tmp_path / "runs" / "e" / "2026-11-24_10-00-00"), last) == \
-        f"resume=auto (or resume={last})"
-    pinned = _how_to_continue(cfg, str(tmp_path / "elsewhere"), last)
-    assert "resume=auto" not in pinned and "the same command" in pinned and str(tmp_path / "elsewhere") in pinned
-    # a command that says resume= would continue from that checkpoint again, not from this run's last.pt
-    started_from = compose_config([*SMALL, f"runs_dir={tmp_path / 'runs'}", "experiment=e", "resume=old/last.pt"])
-    assert _how_to_continue(started_from, str(tmp_path / "elsewhere"), last) == f"resume={last}"
+    for run_dir in (tmp_path / "runs" / "e" / "2026-11-24_10-00-00", tmp_path / "elsewhere"):
+        (run_dir / ".hydra").mkdir(parents=True)
+        (run_dir / ".hydra" / "overrides.yaml").write_text("- task=Cartpole\n")
+        assert _how_to_continue(cfg, str(run_dir), last) == f"`isaac-ppo-train resume={run_dir}`"
+    multi = compose_config([*SMALL, f"runs_dir={tmp_path / 'runs'}", "multi_gpu=true"])
+    assert "torchrun" in _how_to_continue(multi, str(tmp_path / "elsewhere"), last)
+    assert _how_to_continue(cfg, str(tmp_path / "bare"), last) == f"the same command and resume={last}"
+
+
+@pytest.mark.slow
+def test_resume_run_dir_continues_a_run_in_place_from_its_folder_alone(tmp_path):
+    """The run's own command line comes from its folder: another working directory, no task= or profile= typed."""
+    done = train(tmp_path, *SMALL, "max_iterations=2", "agent.network.hidden=[16]", "experiment=r")
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = run_dirs(tmp_path, "r")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    resumed = subprocess.run([SCRIPT, f"resume={run_dir}", "max_iterations=3"], capture_output=True, text=True,
+                             timeout=300, cwd=elsewhere)
+    assert resumed.returncode == 0, resumed.stderr
+    assert run_dirs(tmp_path, "r") == [run_dir] and not list(elsewhere.iterdir())  # (in place: no new folder)
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    assert [row["iteration"] for row in rows] == [0, 1, 2]
+    one_line_error(train(tmp_path, f"resume={elsewhere}"), "no checkpoints/last.pt in that folder")
 
 
 @pytest.mark.slow
