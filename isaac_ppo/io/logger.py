@@ -9,7 +9,7 @@ import math
 import os
 import sys
 import time
-from typing import Any, Dict, Iterator, Mapping, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 from isaac_ppo.errors import RunFailure
 
@@ -75,8 +75,10 @@ def write_config(run_dir: str, cfg: Any, resumed_from: Optional[str] = None) -> 
 
 class RunLogger:
     def __init__(self, run_dir: str, task: str, max_iterations: Optional[int], quiet: bool = False,
-                 max_env_steps: Optional[int] = None, videos: Optional[Any] = None, wandb: Optional[Any] = None):
+                 max_env_steps: Optional[int] = None, videos: Optional[Any] = None, wandb: Optional[Any] = None,
+                 thresholds: Tuple[float, ...] = ()):
         self.run_dir = run_dir
+        self.thresholds = tuple(sorted(float(t) for t in thresholds))  # the task's solve thresholds (returns)
         self.wandb = wandb  # isaac_ppo.io.wandb_sink.WandbSink (wandb_activate=true): TensorBoard's scalars, or None
         self.videos = videos  # isaac_ppo.io.video.TrainingVideos (capture_video=true while training), or None
         self.task = task
@@ -96,6 +98,7 @@ class RunLogger:
         for tmp in glob.glob(os.path.join(self.run_dir, "*.tmp")):  # a rewrite a kill interrupted
             os.remove(tmp)
         _drop_rows_from(jsonl, start_iteration)
+        self.best_eval = _best_evaluation(jsonl)  # (a run resumed in place: its evaluations before the resume)
         self.jsonl = open(jsonl, "a")
         self.tty = sys.stdout.isatty()
         self.started = time.time()
@@ -156,6 +159,15 @@ class RunLogger:
             self.writer.add_scalar(prefix + "return_ci95_low", low, step)
             self.writer.add_scalar(prefix + "return_ci95_high", high, step)
 
+    def _standing(self, evaluation_return: float) -> str:
+        """Where a run stands after an evaluation: the best so far, and the task's next goal (solve threshold) not
+        yet reached, for a user waiting on a CPU."""
+        if self.best_eval is None or evaluation_return > self.best_eval:
+            self.best_eval = evaluation_return
+        ahead = [t for t in self.thresholds if t > self.best_eval]
+        goal = f"next goal {ahead[0]:g}" if ahead else ("every goal reached" if self.thresholds else "")
+        return f"best {self.best_eval:.2f}" + (f", {goal}" if goal else "")
+
     def _progress(self, row: Mapping[str, Any]) -> None:
         done = row["iteration"] + 1
         elapsed = time.time() - self.started
@@ -174,7 +186,7 @@ class RunLogger:
         for key, value in row.get("task_state", {}).items():
             line += f" | {key.replace('_', ' ')} {value:.2f}"
         if "eval" in row:
-            line += f" | eval return {row['eval']['return_mean']:.2f}"
+            line += f" | eval return {row['eval']['return_mean']:.2f} ({self._standing(row['eval']['return_mean'])})"
         for event in row.get("scheduler_events", ()):  # plan changes, with their reasons
             sys.stdout.write(("\n" if self.tty else "") + f"[{self.task}] scheduler: {event}\n")
         if self.tty:
@@ -275,6 +287,18 @@ def _shown(value: Optional[float], spec: str) -> str:
     """A window statistic for the progress line: '-' until an episode has ended (the window is empty: NaN in
     the row, null in metrics.jsonl), not 'nan'."""
     return "-" if value is None or not math.isfinite(value) else format(value, spec)
+
+
+def _best_evaluation(jsonl: str) -> Optional[float]:
+    """The best evaluation return among a metrics.jsonl's rows, None without one."""
+    best = None
+    if os.path.isfile(jsonl):
+        with open(jsonl) as rows:
+            for line in rows:
+                value = (json.loads(line).get("eval") or {}).get("return_mean")
+                if value is not None and (best is None or value > best):
+                    best = value
+    return best
 
 
 def _clock(seconds: float) -> str:

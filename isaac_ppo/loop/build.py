@@ -109,8 +109,9 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     if cfg.capture_video and cfg.capture_video_interval_iterations > 0 and comm.is_main:  # an env of its own, one env
         video_env = _make_env(cfg, 1, cfg.seed + VIDEO_SEED_OFFSET, device)
         videos = TrainingVideos(video_env, run_dir, cfg.capture_video_interval_iterations, cfg.capture_video_len, model)
-    logger = RunLogger(run_dir, cfg.task.name, max_iterations, max_env_steps=max_env_steps,
-                       videos=videos, wandb=wandb_sink.for_run(cfg, run_dir)) if comm.is_main else None
+    logger = RunLogger(run_dir, cfg.task.name, max_iterations, max_env_steps=max_env_steps, videos=videos,
+                       wandb=wandb_sink.for_run(cfg, run_dir), thresholds=tuple(cfg.task.get("solve_thresholds") or ())
+                       ) if comm.is_main else None
     return Runner(
         cfg, env, model=model, ppo=ppo, probe=probe, scheduler=scheduler, collector=collector, batches=source,
         checkpointer=Checkpointer(run_dir, cfg.save_interval_iterations, write=comm.is_main), logger=logger, comm=comm,

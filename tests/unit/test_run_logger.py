@@ -25,3 +25,25 @@ def test_the_progress_line_shows_a_dash_until_an_episode_has_ended_and_the_row_h
     assert "| train return 12.50 | length 30 |" in second
     rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
     assert rows[0]["window_mean_return"] is None and rows[1]["window_mean_return"] == 12.5
+
+
+def test_an_evaluation_shows_the_best_so_far_and_the_next_goal_across_a_resume_in_place(tmp_path, capsys):
+    """What a CPU user sees while waiting (issue 89): after each evaluation, the best evaluation so far and the task's
+    next solve threshold not yet reached; a run resumed in the same folder remembers its best."""
+    def evaluated(iteration, value):
+        return dict(row(iteration, 1.0, 10.0, 1), eval={"return_mean": value})
+
+    logger = RunLogger(str(tmp_path), "Toy", max_iterations=4, thresholds=(3000, 6000)).begin()
+    logger.log(evaluated(0, 2500.0))
+    logger.log(evaluated(1, 3100.0))
+    logger.log(evaluated(2, 2900.0))
+    logger.close()
+    lines = capsys.readouterr().out.splitlines()[-3:]
+    assert lines[0].endswith("| eval return 2500.00 (best 2500.00, next goal 3000)")
+    assert lines[1].endswith("| eval return 3100.00 (best 3100.00, next goal 6000)")
+    assert lines[2].endswith("| eval return 2900.00 (best 3100.00, next goal 6000)")
+    resumed = RunLogger(str(tmp_path), "Toy", max_iterations=4, thresholds=(3000, 6000)).begin(start_iteration=2)
+    resumed.log(evaluated(2, 6100.0))  # (iteration 2's row redone: the best before it is 3100)
+    resumed.close()
+    assert capsys.readouterr().out.splitlines()[-1].endswith("(best 6100.00, every goal reached)")
+    assert RunLogger(str(tmp_path / "none"), "Toy", 1).begin()._standing(5.0) == "best 5.00"
