@@ -7,6 +7,7 @@ pool. They run once per launch, on the typed config, before a run directory exis
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf
@@ -120,7 +121,7 @@ def check_task_parameters(task: Dict[str, Any], port: bool = True) -> None:
         raise UserError(f"task.solve_thresholds={thresholds!r} must be a list of evaluation returns")
     if not isinstance(task.get("name"), str):  # (a task config of one's own can put anything there)
         raise UserError(f"task.name={task.get('name')!r} must be the task's name (task=NAME picks one)")
-    declared = task_domains(task)
+    declared = None if as_shipped(task) else task_domains(task)
     if declared is not None:
         check_solve_measures(task["name"], task.get("solve_measures") or {}, declared)
         values = domains.flat(task)
@@ -155,6 +156,31 @@ def check_solve_measures(name: str, solve_measures: Any, declared: Dict[str, Dom
                             f"solve by ({offer})")
 
 
+def as_shipped(task: Dict[str, Any]) -> bool:
+    """Whether a run's task node is its packaged task YAML, unchanged: valid by construction (every shipped YAML's
+    keys and values are checked against its spec by tests/integration/test_domains.py), so the spec, whose module
+    imports torch (~1.2 s), need not be loaded to check it: a process that only checks configs (a study's, a
+    sweep's, a refused command) stays torch-free unless a task key was changed."""
+    import os
+
+    from isaac_ppo.config.files import cfg_dir
+
+    path = os.path.join(cfg_dir("task"), f"{task.get('name')}.yaml")
+    return os.path.isfile(path) and _canonical(task) == _shipped(path, os.path.getmtime(path))
+
+
+def _canonical(tree: Any) -> str:
+    """A tree as text that tells 0 from 0.0 and 1 from true (== does not), key order aside."""
+    import json
+
+    return json.dumps(tree, sort_keys=True, default=repr)
+
+
+@functools.lru_cache(maxsize=None)
+def _shipped(path: str, mtime: float) -> str:
+    return _canonical(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+
+
 def task_domains(task: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The parameter domains of a run's task node (its spec, from the registry); None for a task without a MuJoCo
     port (Isaac Gym only)."""
@@ -167,9 +193,11 @@ def task_domains(task: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 def check_critic_observations(asymmetric: bool, task: Dict[str, Any]) -> None:
     """asymmetric=true needs a task with critic observations (its spec's critic_observations); a task without a
     MuJoCo port is IsaacGymEnvs' own, whose config decides (its env.asymmetric_observations)."""
-    from isaac_ppo.envs import registry
+    if not asymmetric:
+        return
+    from isaac_ppo.envs import registry  # (imports torch: only when asked)
 
-    spec = registry.spec_of_node(task) if asymmetric else None
+    spec = registry.spec_of_node(task)
     if spec is not None and not spec.critic_observations:
         having = [name for name, other in registry.specs().items() if other.critic_observations]
         raise UserError(f"asymmetric=true: task={spec.name} has no critic observations (tasks with them: "

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from isaac_ppo.config import load
 from isaac_ppo.config.checks import RUN_DOMAINS
 from isaac_ppo.config.compose import compose_config
-from isaac_ppo.domains import boolean, flat, pair, proportions, real, thresholds
+from isaac_ppo.domains import boolean, check, flat, pair, proportions, real, thresholds
 from isaac_ppo.errors import UserError
 from isaac_ppo.envs.registry import registered_tasks, spec
 
@@ -149,6 +149,9 @@ def test_every_task_parameter_has_a_declared_domain(task):
     values = flat(OmegaConf.to_container(compose_config([f"task={task}"]).task, resolve=True))
     undeclared = set(values) - set(parameter_domains(task)) - {"name", "entry_point", "solve_thresholds"}
     assert not undeclared, f"{task}: no domain for {sorted(undeclared)} (declare it in its spec's domains)"
+    # every shipped value inside its domain: what lets the config checks take a task node that is its YAML unchanged
+    # without loading the spec (config/checks.py as_shipped)
+    check(values, parameter_domains(task), prefix="task.")
 
 
 # values a user may type, as Hydra's grammar parses them

@@ -237,6 +237,13 @@ def test_a_refused_config_is_refused_before_torch_is_imported(tmp_path):
                           cwd=tmp_path)  # (not the checkout: `python -c` puts the folder it runs in on sys.path)
     assert done.stdout.split() == ["2", "False"], (done.stdout, done.stderr)
     assert "agent.learning_rate=nan" in done.stderr and not (tmp_path / "runs").exists()
+    # nor does checking a valid config whose task node is its shipped YAML (a study's or a sweep's parent process);
+    # a changed task key loads the task's spec, whose module imports torch
+    for words, loaded in (([], False), (["task.env.episodeLength=300"], True)):
+        probe = ("import sys\nfrom isaac_ppo.config.compose import compose_config\n"
+                 f"compose_config(['task=Ant', *{words!r}])\nprint('torch' in sys.modules)\n")
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert done.stdout.split() == [str(loaded)], (done.stdout, done.stderr)
 
 
 @pytest.mark.slow
