@@ -12,8 +12,9 @@ inside step t+1, after physics already ran from the terminal state, which wastes
 An episode therefore lasts exactly ``episodeLength`` transitions here (a time-out fires when the step counter
 reaches it), the same count rl-games reports for an IsaacGymEnvs episode (999 steps plus the wasted one). Not so for
 IsaacGymEnvs' AnymalTerrain, which resets inside the ending step (check_termination: progress >= max_episode_length
-- 1), so its episodes last 999 transitions to the port's 1000, and which never sets time_outs (the port flags them,
-as the contract says: PPO then bootstraps a time-out's value).
+- 1), so its episodes last 999 transitions to the port's 1000, and whose time_outs are never true (VecTask.step
+computes them after post_physics_step, from a progress the reset has already zeroed); the port flags them, as the
+contract says: PPO then bootstraps a time-out's value.
 
 Critic observations (the contract's optional "states"): a task that has them says how many (``critic_obs``) and
 computes them (``compute_states``); they are on when the task config's ``env.asymmetric_observations`` is true

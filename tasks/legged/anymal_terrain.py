@@ -23,7 +23,8 @@ the long way; ~0.5% of steps, by up to 2.0 rad/s: what the name promises and leg
 episode's first yaw-rate command is computed from its own pose (IsaacGymEnvs leaves the previous episode's in it
 until its next step).
 Reward: the sum of the terms below (each scale x dt), clipped at 0 from below, plus terminalReward on a terminal
-step (IsaacGymEnvs adds it on every reset, time-outs included, as it never sets timeout_buf, line 367; its default
+step (IsaacGymEnvs adds it on every reset, time-outs included: line 367 masks it with the previous step's
+timeout_buf, which is never true for this task, VecTask computing it from a progress the reset zeroed; its default
 is 0, where the two agree): lin_vel_xy exp(-|v_xy cmd - v_xy|^2 / 0.25), ang_vel_z exp(-(yaw cmd - yaw rate)^2 /
 0.25), lin_vel_z v_z^2, ang_vel_xy |w_xy|^2, orient |g_xy|^2, base_height (z - 0.52)^2, torque sum(tau^2), joint_acc
 sum((qdot - previous qdot)^2) (a difference of velocities per control step, not divided by dt, as IsaacGymEnvs),
