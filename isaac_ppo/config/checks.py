@@ -276,9 +276,9 @@ def check_scheduler(cfg: DictConfig) -> None:
 
     scheduler = build_scheduler(cfg)
     max_iterations, max_env_steps = budgets(cfg)
-    check_minibatch(cfg, scheduler.plan(0, []))
-    check_plans(scheduler, pool_size(cfg, scheduler, max_iterations, max_env_steps), max_iterations, max_env_steps)
     first = scheduler.plan(0, [])
+    check_minibatch(cfg, first)
+    check_plans(scheduler, pool_size(cfg, scheduler, max_iterations, max_env_steps), max_iterations, max_env_steps)
     if max_env_steps is not None and first.batch_size > max_env_steps:
         raise UserError(f"max_env_steps={max_env_steps} is smaller than the first batch ({first.batch_size} env steps)")
 

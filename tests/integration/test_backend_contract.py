@@ -17,6 +17,7 @@ import os
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from helpers import MJWARP_DEFAULT_TASK, MJWARP_WORKER, require_system
 from isaac_ppo.envs import make
@@ -42,10 +43,7 @@ CASES = [case(sim, task) for sim in ("mujoco", "mjwarp") for task in registered_
 
 
 def _merged(into: dict, more: dict) -> dict:
-    out = dict(into)
-    for key, value in more.items():
-        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
+    return OmegaConf.to_container(OmegaConf.merge(into, more))
 
 
 def build(sim: str, task: str, num_envs: int, episodeLength=None, noise: bool = True, **kwargs):
