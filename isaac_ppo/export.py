@@ -8,6 +8,11 @@ The file maps the env's observation to the action the env applies, with nothing 
                     then, so an observation computed the task's way but not yet clamped gives the same action)
   output "actions"  float32 [batch, num_actions]: the Gaussian's mean (play's policy, evaluate.mean_action),
                     clamped to +-task.env.clipActions as the env clamps every action it is given
+A recurrent policy (agent.network.rnn) also takes and returns its state, one row per env:
+  input  "hidden"      float32 [batch, state_size]: the actor's state (zeros at an episode's start: zero the
+                       rows of envs whose episode ended, as training did with agent.zero_rnn_on_done)
+  output "hidden_out"  float32 [batch, state_size]: the state to give with the next observation
+(state_size: the LSTM's h then c, or the GRU's h, each layers x units, in the metadata's "state").
 The batch axis is dynamic. Inside, in the model's own float32 arithmetic: the observation clamp (when
 clipObservations is finite), the observation normaliser (the running mean and var of the checkpoint folded in
 as constants: (obs - mean) / sqrt(var + epsilon), clamped to +-its clip, when agent.normalize_input), the actor
@@ -29,7 +34,7 @@ import os
 import sys
 import warnings
 from types import SimpleNamespace
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -43,7 +48,9 @@ USAGE = (f"usage: {PROG} checkpoint=PATH format=onnx|torchscript [out=PATH]\n"
 FORMATS = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
 INPUT_NAME, OUTPUT_NAME = "obs", "actions"
 OPSET = 13  # what torch 1.10 (the Isaac Gym image) exports and every onnxruntime since 1.7 runs
-METADATA_KEYS = ("format_version", "task", "num_obs", "num_actions", "input", "output", "clip_observations",
+STATE_INPUT, STATE_OUTPUT = "hidden", "hidden_out"  # (a recurrent policy's)
+METADATA_KEYS = ("format_version", "task", "num_obs", "num_actions", "input", "output", "state", "state_size",
+                 "clip_observations",
                  "clip_actions", "obs_normalizer", "checkpoint", "iterations", "env_steps", "config")
 FORMAT_VERSION = "isaac-ppo-policy-1"
 
@@ -63,7 +70,7 @@ class DeterministicPolicy(nn.Module):
     def __init__(self, model: Any, clip_observations: float, clip_actions: float):
         super().__init__()
         norm = model.obs_norm
-        num_obs = model.actor_body[0].in_features
+        num_obs = model.num_obs
         self.normalize = norm is not None
         # the constants normalize() derives from the float64 statistics, derived the same way
         mean = norm.mean.to(torch.float32) if norm is not None else torch.zeros(num_obs)
@@ -77,6 +84,9 @@ class DeterministicPolicy(nn.Module):
         self.mu = model.mu
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._clip_actions(self.mu(self.actor_body(self._input(obs))))
+
+    def _input(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs
         if self.clip_observations < math.inf:
             x = x.clamp(-self.clip_observations, self.clip_observations)
@@ -84,10 +94,33 @@ class DeterministicPolicy(nn.Module):
             x = (x - self.obs_mean) / self.obs_std
             if self.norm_clip < math.inf:
                 x = x.clamp(-self.norm_clip, self.norm_clip)
-        actions = self.mu(self.actor_body(x))
+        return x
+
+    def _clip_actions(self, actions: torch.Tensor) -> torch.Tensor:
         if self.clip_actions < math.inf:
             actions = actions.clamp(-self.clip_actions, self.clip_actions)
         return actions
+
+
+class RecurrentPolicy(DeterministicPolicy):
+    """(observation, the actor's state) -> (action, next state), as ActorCritic.step computes the mean."""
+
+    def __init__(self, model: Any, clip_observations: float, clip_actions: float):
+        super().__init__(model, clip_observations, clip_actions)
+        self.rnn = model.actor_rnn
+        self.before_mlp, self.concat_input = bool(self.rnn.before_mlp), bool(self.rnn.concat_input)
+
+    def forward(self, obs: torch.Tensor, hidden: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:  # type: ignore
+        x = self._input(obs)
+        if self.before_mlp:
+            out, hidden = self.rnn(x, hidden)
+            features = self.actor_body(out)
+        else:
+            features = self.actor_body(x)
+            if self.concat_input:
+                features = torch.cat((features, x), dim=1)
+            features, hidden = self.rnn(features, hidden)
+        return self._clip_actions(self.mu(features)), hidden
 
 
 def parse_args(argv: List[str]) -> Dict[str, str]:
@@ -148,7 +181,8 @@ def build_policy(checkpoint_path: str) -> Any:
                         f"{str(error).splitlines()[0]})") from None
     checkpoint.load_model(model, state, checkpoint_path)
     model.eval()
-    policy = DeterministicPolicy(model, clip_observations, clip_actions).eval().requires_grad_(False)
+    kind = RecurrentPolicy if model.recurrent else DeterministicPolicy
+    policy = kind(model, clip_observations, clip_actions).eval().requires_grad_(False)
     norm = model.obs_norm
     counters = state.get("counters", {})
     metadata = {
@@ -161,6 +195,11 @@ def build_policy(checkpoint_path: str) -> Any:
             if math.isfinite(clip_observations) else ""),
         "output": f"{OUTPUT_NAME}: float32 [batch, {shapes.num_actions}], the mean action" + (
             f" clamped to +-{clip_actions} as the env clamps it" if math.isfinite(clip_actions) else ""),
+        "state": (f"{STATE_INPUT} -> {STATE_OUTPUT}: float32 [batch, {model.actor_state}], the actor's "
+                  f"{'LSTM h then c' if model.actor_rnn.parts == 2 else 'GRU h'} ({model.actor_rnn.layers} x "
+                  f"{model.actor_rnn.units} each); zeros at an episode's start"
+                  if model.recurrent else "none (feed-forward)"),
+        "state_size": str(model.actor_state),
         "clip_observations": str(clip_observations),
         "clip_actions": str(clip_actions),
         "obs_normalizer": (f"(obs - mean) / sqrt(var + {norm.epsilon}) clamped to +-{norm.clip}, folded in"
@@ -174,7 +213,8 @@ def build_policy(checkpoint_path: str) -> Any:
 
 
 def onnx_bytes(policy: nn.Module, metadata: Dict[str, str], num_obs: int) -> bytes:
-    """The policy as an ONNX model (torch's TorchScript-based exporter: no onnxscript needed), metadata added."""
+    """The policy as an ONNX model (torch's TorchScript-based exporter: no onnxscript needed), metadata added; a
+    recurrent one with its state as a second input and output."""
     import inspect
 
     import onnx
@@ -185,9 +225,15 @@ def onnx_bytes(policy: nn.Module, metadata: Dict[str, str], num_obs: int) -> byt
     buffer = io.BytesIO()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch >= 2.9 deprecates this exporter; the dynamo one needs onnxscript
-        torch.onnx.export(policy, (torch.zeros(1, num_obs),), buffer, input_names=[INPUT_NAME],
-                          output_names=[OUTPUT_NAME], opset_version=OPSET, do_constant_folding=True,
-                          dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}, **options)
+        inputs, outputs = [INPUT_NAME], [OUTPUT_NAME]
+        example: Tuple[torch.Tensor, ...] = (torch.zeros(1, num_obs),)
+        state_size = int(metadata["state_size"])
+        if state_size:
+            inputs, outputs = inputs + [STATE_INPUT], outputs + [STATE_OUTPUT]
+            example += (torch.zeros(1, state_size),)
+        torch.onnx.export(policy, example, buffer, input_names=inputs, output_names=outputs, opset_version=OPSET,
+                          do_constant_folding=True, dynamic_axes={name: {0: "batch"} for name in inputs + outputs},
+                          **options)
     proto = onnx.load_from_string(buffer.getvalue())
     for key in METADATA_KEYS:
         proto.metadata_props.add(key=key, value=metadata[key])
@@ -231,7 +277,8 @@ def export(checkpoint_path: str, fmt: str, out: Optional[str] = None) -> Dict[st
             os.remove(tmp)
         raise UserError(f"cannot write {out}: {error.strerror or error}") from None
     return {"out": out, "format": fmt, "bytes": len(data), **{k: metadata[k] for k in ("task", "num_obs",
-                                                                                        "num_actions", "iterations")}}
+                                                                                        "num_actions", "iterations",
+                                                                                        "state_size")}}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -247,7 +294,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     print(f"[{result['task']}] {result['format']} policy of {args['checkpoint']} (after {result['iterations']} "
           f"iterations): {result['out']} ({result['bytes']:,} bytes; input \"{INPUT_NAME}\" float32 "
-          f"[batch, {result['num_obs']}], output \"{OUTPUT_NAME}\" float32 [batch, {result['num_actions']}])")
+          f"[batch, {result['num_obs']}], output \"{OUTPUT_NAME}\" float32 [batch, {result['num_actions']}]"
+          + (f"; state \"{STATE_INPUT}\" -> \"{STATE_OUTPUT}\" float32 [batch, {result['state_size']}]"
+             if int(result["state_size"]) else "") + ")")
     return 0
 
 

@@ -57,16 +57,34 @@ def _with_the_checkpoints_run(argv: List[str]) -> List[str]:
     if saved.get("profile") not in (None, "none") and "profile" not in words:
         derived.append(f"profile={saved['profile']}")
     network = agent.get("network") or {}
-    for key in ("hidden", "critic_hidden", "separate", "activation"):
-        if key in network and f"agent.network.{key}" not in words:
-            value = network[key]
+    keys = [f"network.{key}" for key in ("hidden", "critic_hidden", "separate", "activation")]
+    for block in ("rnn", "critic_rnn"):  # a recurrent network's blocks, key by key (none for a feed-forward one)
+        if (network.get(block) or {}).get("name"):
+            keys += [f"network.{block}.{key}" for key in network[block]]
+    if (network.get("rnn") or {}).get("name"):
+        keys += ["zero_rnn_on_done"]
+    for key in keys:
+        value = _select(agent, key)
+        if value is not _ABSENT and f"agent.{key}" not in words:
             shown = "null" if value is None else (str(list(value)).replace(" ", "") if isinstance(value, list)
                                                   else str(value).lower() if isinstance(value, bool) else value)
-            derived.append(f"agent.network.{key}={shown}")
+            derived.append(f"agent.{key}={shown}")
     if "asymmetric" in saved and "asymmetric" not in words:
         derived.append(f"asymmetric={str(bool(saved['asymmetric'])).lower()}")
     print(f"[play] {words['checkpoint']}: its run's {' '.join(derived)}", flush=True)
     return derived + argv
+
+
+_ABSENT = object()
+
+
+def _select(tree: Any, dotted: str) -> Any:
+    """tree's value at a dotted key, or _ABSENT."""
+    for part in dotted.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return _ABSENT
+        tree = tree[part]
+    return tree
 
 
 def _with_the_runs_command(argv: List[str]) -> List[str]:

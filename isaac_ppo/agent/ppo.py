@@ -15,12 +15,13 @@ Follows rl-games' continuous PPO as IsaacGymEnvs configures it, with these choic
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 import torch
 
 from isaac_ppo.agent.model import ActorCritic, gaussian_entropy, gaussian_kl, gaussian_log_prob
 from isaac_ppo.distributed import Local
+from isaac_ppo.agent.recurrent import masked_mean, unroll
 from isaac_ppo.agent.rollout import RolloutBuffer
 from isaac_ppo.errors import UserError
 from isaac_ppo.io.checkpoint import first_non_finite
@@ -74,51 +75,60 @@ class PPO:
         With a fresh batch both references are the behaviour policy and both forms are plain PPO."""
         cfg, model = self.cfg, self.model
         batch = buffer.flat()
-        states = batch.get("states")  # the critic's own observations (asymmetric envs), else None
         advantages = batch["advantages"]
         if cfg["normalize_advantage"]:
             advantages = self.comm.standardize(advantages)
-        old_values = model.normalize_value(batch["values"])
-        returns = model.normalize_value(batch["returns"])
-        reference_log_probs, weights = batch["log_probs"], None
+        data = {"obs": batch["obs"], "actions": batch["actions"], "log_probs": batch["log_probs"],
+                "mu": batch["mu"], "advantages": advantages, "old_values": model.normalize_value(batch["values"]),
+                "returns": model.normalize_value(batch["returns"])}
+        if "states" in batch:  # the critic's own observations (asymmetric envs)
+            data["states"] = batch["states"]
+        # the minibatches' rows: transitions, or (recurrent) whole chunks of seq_length steps, as many minibatches
+        # an epoch as the plan's minibatch_size makes of the batch (agent/recurrent.py)
+        if model.recurrent:
+            data = buffer.sequences(data)
+            rows, split = data["hidden"].shape[0], -(-plan.batch_size // plan.minibatch_size)
+        else:
+            rows, split = plan.batch_size, None
+        start_log_std = buffer.log_std
         if stale:
             with torch.no_grad():
-                start_mu = torch.cat([model(obs)[0].float() for obs in batch["obs"].split(plan.minibatch_size)])
+                start_mu = self._start_means(data, rows, plan.minibatch_size, split)
                 start_log_std = model.log_std.detach().clone()
                 if cfg["stale_clip"] == "proximal":
-                    reference_log_probs = gaussian_log_prob(batch["actions"], start_mu, start_log_std)
-                    weights = torch.exp(reference_log_probs - batch["log_probs"])
-        else:  # the behaviour policy is the policy at the start of this update
-            start_mu, start_log_std = batch["mu"], buffer.log_std
+                    behaviour_log_probs = data["log_probs"]
+                    data["log_probs"] = gaussian_log_prob(data["actions"], start_mu, start_log_std)
+                    data["weights"] = torch.exp(data["log_probs"] - behaviour_log_probs)
+            data["mu"] = start_mu
+        # else the behaviour policy is the policy at the start of this update
         clip = cfg["clip"]
         sums = torch.zeros(7, device=self.device)  # actor, critic, entropy, bounds, kl, clip fraction, count
-        size = plan.minibatch_size
         for _ in range(plan.epochs):
-            order = self.permutation(plan.batch_size)
-            for ids in order.split(size):
+            for mb in self._minibatches(data, rows, plan.minibatch_size, split):
+                valid = mb.get("valid")  # (recurrent: 0.0 on a chunk's padding; None: every row counts)
                 with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
-                    mu, log_std, value = model(batch["obs"][ids]) if states is None else model(batch["obs"][ids],
-                                                                                               states[ids])
-                    log_prob = gaussian_log_prob(batch["actions"][ids], mu, log_std)
-                    ratio = torch.exp(log_prob - reference_log_probs[ids])
-                    adv = advantages[ids]
+                    mu, log_std, value = self._forward(mb)
+                    log_prob = gaussian_log_prob(mb["actions"], mu, log_std)
+                    ratio = torch.exp(log_prob - mb["log_probs"])
+                    adv = mb["advantages"]
                     surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - clip, 1.0 + clip))
-                    actor_loss = (surrogate if weights is None else weights[ids] * surrogate).mean()
-                    target, old = returns[ids], old_values[ids]
+                    actor_loss = masked_mean(surrogate if "weights" not in mb else mb["weights"] * surrogate, valid)
+                    target, old = mb["returns"], mb["old_values"]
                     if cfg["clip_value"]:
                         clipped = old + (value - old).clamp(-clip, clip)
-                        critic_loss = torch.max((value - target).pow(2), (clipped - target).pow(2)).mean()
+                        critic_loss = masked_mean(torch.max((value - target).pow(2), (clipped - target).pow(2)),
+                                                  valid)
                     else:
-                        critic_loss = (value - target).pow(2).mean()
-                    entropy = gaussian_entropy(log_std).mean()
-                    bounds = bounds_loss(mu)
+                        critic_loss = masked_mean((value - target).pow(2), valid)
+                    entropy = masked_mean(gaussian_entropy(log_std), valid)
+                    bounds = bounds_loss(mu, valid)
                     loss = (
                         actor_loss + 0.5 * cfg["critic_coef"] * critic_loss
                         - cfg["entropy_coef"] * entropy + cfg["bounds_loss_coef"] * bounds
                     )
                 with torch.no_grad():
-                    kl = gaussian_kl(start_mu[ids], start_log_std, mu.float(), log_std.float()).mean()
-                    clipped_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+                    kl = masked_mean(gaussian_kl(mb["mu"], start_log_std, mu.float(), log_std.float()), valid)
+                    clipped_fraction = masked_mean(((ratio - 1.0).abs() > clip).float(), valid)
                 # the minibatch's KL and loss ride with the gradients: averaged over ranks in the same all-reduce
                 mean_kl, mean_loss = self._step(loss, torch.stack([kl, loss.detach().float()]))
                 if not bool(torch.isfinite(mean_loss)):
@@ -136,6 +146,35 @@ class PPO:
             "actor_loss": actor, "critic_loss": critic, "entropy": entropy, "bounds_loss": bounds, "kl": kl,
             "clip_fraction": clip_frac, "lr": self.lr, "minibatches": int(count),
         }
+
+    def _minibatches(self, data: Dict[str, torch.Tensor], rows: int, size: int,
+                     split: Optional[int]) -> Iterator[Dict[str, torch.Tensor]]:
+        """One epoch's minibatches of data in a fresh random order: `size` transitions each (feed-forward), or
+        (recurrent: split not None) the chunks in `split` near-equal groups, indexed on their second axis."""
+        order = self.permutation(rows)
+        if split is None:
+            for ids in order.split(size):
+                yield {name: value[ids] for name, value in data.items()}
+        else:
+            for ids in order.tensor_split(split):
+                yield {name: value[ids] if name == "hidden" else value[:, ids] for name, value in data.items()}
+
+    def _forward(self, mb: Dict[str, torch.Tensor]) -> Any:
+        """(mu, log_std, value) of a minibatch: per transition, or unrolled over its chunks from their stored
+        states (zeroed where an episode began inside a chunk)."""
+        if "hidden" in mb:
+            return unroll(self.model, mb["obs"], mb.get("states"), mb["hidden"], mb["starts"])
+        return self.model(mb["obs"]) if "states" not in mb else self.model(mb["obs"], mb["states"])
+
+    def _start_means(self, data: Dict[str, torch.Tensor], rows: int, size: int, split: Optional[int]) -> torch.Tensor:
+        """The policy's means at the start of this update over the whole batch, in data's layout (stale batches)."""
+        model = self.model
+        if split is None:
+            return torch.cat([model(obs)[0].float() for obs in data["obs"].split(size)])
+        ids = torch.arange(rows, device=self.device)
+        parts = [unroll(model, data["obs"][:, part], None, data["hidden"][part], data["starts"][:, part])[0].float()
+                 for part in ids.tensor_split(split)]
+        return torch.cat(parts, dim=1)
 
     def _non_finite_loss_message(self, actor_loss: torch.Tensor, critic_loss: torch.Tensor) -> str:
         """What made the loss non-finite: a previous step that left a parameter non-finite (a finite loss with a
@@ -209,8 +248,8 @@ def _cuda_grad_scaler(enabled: bool) -> Any:
     return torch.cuda.amp.GradScaler(enabled=enabled)  # torch < 2.3: the Isaac Gym image's 1.10
 
 
-def bounds_loss(mu: torch.Tensor, soft_bound: float = 1.1) -> torch.Tensor:
-    """Squared penalty on action means outside +-soft_bound (rl-games' bounds loss)."""
+def bounds_loss(mu: torch.Tensor, valid: Optional[torch.Tensor] = None, soft_bound: float = 1.1) -> torch.Tensor:
+    """Squared penalty on action means outside +-soft_bound (rl-games' bounds loss); valid: masked_mean's."""
     high = (mu - soft_bound).clamp(min=0.0).pow(2)
     low = (mu + soft_bound).clamp(max=0.0).pow(2)
-    return (high + low).sum(dim=-1).mean()
+    return masked_mean((high + low).sum(dim=-1), valid)

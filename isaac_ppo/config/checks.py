@@ -8,7 +8,7 @@ pool. They run once per launch, on the typed config, before a run directory exis
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -71,6 +71,7 @@ def check(cfg: DictConfig) -> None:
                             "shares the actor's trunk: add agent.network.separate=true (or asymmetric=true), or "
                             "drop critic_hidden")
         hidden = hidden + critic_hidden  # (the widest layer of either network, for the diagnostics' checks)
+    hidden = hidden + check_recurrence(cfg)
     if not cfg.test:
         check_writable("runs_dir", cfg.runs_dir)
     if cfg.test and not cfg.checkpoint:
@@ -278,9 +279,54 @@ def check_scheduler(cfg: DictConfig) -> None:
     max_iterations, max_env_steps = budgets(cfg)
     first = scheduler.plan(0, [])
     check_minibatch(cfg, first)
+    check_chunks(cfg, first)
     check_plans(scheduler, pool_size(cfg, scheduler, max_iterations, max_env_steps), max_iterations, max_env_steps)
     if max_env_steps is not None and first.batch_size > max_env_steps:
         raise UserError(f"max_env_steps={max_env_steps} is smaller than the first batch ({first.batch_size} env steps)")
+
+
+def check_recurrence(cfg: DictConfig) -> List[int]:
+    """agent.network.rnn and critic_rnn: a named layer has units; critic_rnn needs a critic of its own and an actor
+    that is recurrent. Returns the recurrent widths (the diagnostics read their outputs too)."""
+    net = cfg.agent.network
+    widths = []
+    for name in ("rnn", "critic_rnn"):
+        node = net[name]
+        if node.name is not None and node.units is None:
+            raise UserError(f"agent.network.{name}.name={node.name} needs agent.network.{name}.units=N (its width, "
+                            "hidden units per layer, as rl-games' rnn block)")
+        if node.name is not None:
+            widths.append(int(node.units))
+    if net.critic_rnn.name is not None:
+        if net.rnn.name is None:
+            raise UserError(f"agent.network.critic_rnn.name={net.critic_rnn.name} makes the critic recurrent, and "
+                            "the actor is feed-forward: set agent.network.rnn as well (critic_rnn is the critic's own "
+                            "shape of it), or drop critic_rnn")
+        if not (net.separate or critic_observations_on(cfg) or cfg.test):
+            raise UserError(f"agent.network.critic_rnn.name={net.critic_rnn.name} shapes a critic of its own, and "
+                            "this one shares the actor's trunk: add agent.network.separate=true (or asymmetric=true), "
+                            "or drop critic_rnn")
+    return widths
+
+
+def check_chunks(cfg: DictConfig, plan: Any) -> None:
+    """A recurrent run's first plan cut into chunks of agent.seq_length steps: no longer than the rollout, and
+    enough chunks for every minibatch of an epoch (a minibatch is whole chunks)."""
+    if cfg.agent.network.rnn.name is None:
+        return
+    length = int(cfg.agent.seq_length)
+    if length > plan.rollout_length:
+        raise UserError(f"agent.seq_length={length} is longer than the rollout (agent.horizon={plan.rollout_length} "
+                        f"steps): a chunk for truncated BPTT lies inside one rollout; give agent.seq_length<="
+                        f"{plan.rollout_length}")
+    from isaac_ppo.agent.recurrent import chunk_count
+
+    chunks = chunk_count(plan.rollout_length, length) * plan.num_envs
+    minibatches = -(-plan.batch_size // plan.minibatch_size)
+    if chunks < minibatches:
+        raise UserError(f"{chunks} chunks of agent.seq_length={length} steps ({plan.num_envs} envs) cannot fill "
+                        f"{minibatches} minibatches an epoch: a minibatch is whole chunks; give fewer "
+                        "(agent.num_mini_batches) or a shorter agent.seq_length")
 
 
 def check_minibatch(cfg: DictConfig, plan: Any) -> None:

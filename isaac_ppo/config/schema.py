@@ -30,6 +30,21 @@ def key(default: Any = MISSING, domain: Optional[Domain] = None, meaning: str = 
 
 
 @dataclasses.dataclass
+class RnnConfig:
+    """rl-games' network.rnn block, as IsaacGymEnvs' recurrent train configs write it (agent/model.py); name null
+    (the default): no recurrence. (Always a node, never null itself, so that agent.network.rnn.name=lstm and
+    agent.network.rnn={name:lstm,units:256} both work on the command line.)"""
+    name: Optional[str] = key(None, choice("lstm", "gru", optional=True),
+                              "the recurrent layer: lstm or gru; null: none (feed-forward)")
+    units: Optional[int] = key(None, integer(1, optional=True), "its width (hidden units per layer); required with "
+                                                                "a name")
+    layers: int = key(1, integer(1), "stacked recurrent layers")
+    before_mlp: bool = key(False, meaning="true: observation -> rnn -> MLP; false: observation -> MLP -> rnn")
+    layer_norm: bool = key(False, meaning="a LayerNorm on the recurrent output")
+    concat_input: bool = key(False, meaning="after the MLP: the rnn reads the MLP's output and the observation")
+
+
+@dataclasses.dataclass
 class NetworkConfig:
     hidden: List[int] = key(meaning="the MLP's widths (the actor's, and a shared or separate critic's)")
     activation: str = key("elu", choice("elu", "relu", "tanh", "selu"), "the hidden layers' activation")
@@ -37,6 +52,10 @@ class NetworkConfig:
                                         "critic MLPs")
     init_log_std: float = key(0.0, real(), "the state-independent log-std's initial value")
     critic_hidden: Optional[List[int]] = key(None, meaning="a separate critic's own widths (null: the actor's)")
+    rnn: RnnConfig = key(meaning="a recurrent actor-critic (rl-games' network.rnn); rnn.name null: feed-forward",
+                         factory=RnnConfig)
+    critic_rnn: RnnConfig = key(meaning="a separate critic's own recurrence (rl-games' central value rnn block); "
+                                        "critic_rnn.name null: the actor's rnn", factory=RnnConfig)
 
 
 @dataclasses.dataclass
@@ -78,6 +97,10 @@ class AgentConfig:
     stale_clip: str = key("behaviour", choice("behaviour", "proximal"),
                           "concurrent collection: clip pi / pi_behaviour (HTS-RL), or around the policy at the "
                           "update's start (proximal: decoupled PPO); agent/ppo.py")
+    seq_length: int = key(4, integer(1), "recurrent networks: the steps of a truncated-BPTT chunk (rl-games' "
+                                         "seq_length; its minibatches are whole chunks)")
+    zero_rnn_on_done: bool = key(True, meaning="recurrent networks: the state is zeroed where an episode ends "
+                                               "(rl-games')")
     games_to_track: int = key(100, integer(1), "the console's training return: the mean of the last this many "
                                                "finished episodes (rl-games')")
     name: str = key("PPO", meaning="the agent config's name (IsaacGymEnvs': <Task>PPO)")
@@ -91,6 +114,8 @@ def schema_keys(cls: Any, prefix: str = "") -> List[str]:
 
     keys: List[str] = []
     for name, hint in typing.get_type_hints(cls).items():
+        inner = [arg for arg in getattr(hint, "__args__", ()) if dataclasses.is_dataclass(arg)]  # Optional[X]
+        hint = inner[0] if inner else hint
         if dataclasses.is_dataclass(hint):
             keys += schema_keys(hint, f"{prefix}{name}.")
         else:
@@ -101,7 +126,8 @@ def schema_keys(cls: Any, prefix: str = "") -> List[str]:
 def agent_domains() -> Dict[str, Domain]:
     """The domain of every agent key that declares one, by its dotted name (agent.network.activation, ...)."""
     found: Dict[str, Domain] = {}
-    for prefix, cls in (("agent.", AgentConfig), ("agent.network.", NetworkConfig)):
+    for prefix, cls in (("agent.", AgentConfig), ("agent.network.", NetworkConfig),
+                        ("agent.network.rnn.", RnnConfig), ("agent.network.critic_rnn.", RnnConfig)):
         for field in dataclasses.fields(cls):
             if field.metadata.get("domain") is not None:
                 found[prefix + field.name] = field.metadata["domain"]

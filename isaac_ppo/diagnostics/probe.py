@@ -21,7 +21,7 @@ The values go to that iteration's metrics.jsonl line and TensorBoard (diagnostic
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
@@ -84,15 +84,15 @@ class Probe:
             return {}
         model = self.model
         batch = buffer.flat()
-        total = batch["obs"].shape[0]
-        ids = torch.randperm(total, generator=self.generator)[: min(self.samples, total)].to(batch["obs"].device)
+        ids, hidden = self._sample(buffer, batch["obs"].shape[0])
         obs, actions = batch["obs"][ids], batch["actions"][ids]
-        mu, log_std, _ = model(obs)
+        mu, log_std = model.step(obs, None, hidden)[:2]
         log_ratio = gaussian_log_prob(actions, mu, log_std).double() - batch["log_probs"][ids].double()
         if self.fixed_obs is not None:  # the same inputs for every run of a comparison
             obs = self.fixed_obs.to(obs.device)
-            mu, log_std, _ = model(obs)
-        activations = _capture(model, obs)
+            hidden = model.initial_state(obs.shape[0], obs.device)  # (a probe set's are episode starts' states)
+            mu, log_std = model.step(obs, None, hidden)[:2]
+        activations = _capture(model, obs, hidden)
         self._armed = False
         out: Dict[str, float] = {key: _finite_mean(values) for key, values in self._gradients.items()}
         for network, layers in activations.items():
@@ -124,6 +124,17 @@ class Probe:
         out["mu_variance"] = variance["mu_variance"]
         return {key: float(value) for key, value in out.items() if not (isinstance(value, float) and math.isnan(value))}
 
+    def _sample(self, buffer: Any, total: int) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """(the batch's rows the probe reads, their recurrent states or None): up to `samples` transitions at random;
+        for a recurrent model, among the chunks' first steps, whose states the batch holds."""
+        device = buffer.obs.device
+        if buffer.hidden is None:
+            return torch.randperm(total, generator=self.generator)[: min(self.samples, total)].to(device), None
+        chunks, envs = buffer.hidden.shape[:2]
+        firsts = (torch.arange(chunks) * buffer.seq_length).unsqueeze(1) * envs + torch.arange(envs)
+        pick = torch.randperm(chunks * envs, generator=self.generator)[: min(self.samples, chunks * envs)]
+        return firsts.flatten()[pick].to(device), buffer.hidden.reshape(chunks * envs, -1)[pick.to(device)]
+
     def write_panel(self, run_dir: str, task: str) -> None:
         """diagnostics.png (the diagnostics and the return against env steps) at the end of a run, when plotted."""
         if self.enabled and self.plot:
@@ -141,25 +152,38 @@ class Probe:
             self.generator.set_state(state["generator"])
 
 
-def _capture(model: ActorCritic, obs: torch.Tensor) -> Dict[str, List[torch.Tensor]]:
-    """Post-activation outputs of every hidden layer, per network, from one forward pass over obs (the actor's
-    alone when the critic reads the env's critic observations: a probe set holds observations only)."""
+def _capture(model: ActorCritic, obs: torch.Tensor,
+             hidden: Optional[torch.Tensor] = None) -> Dict[str, List[torch.Tensor]]:
+    """Post-activation outputs of every hidden layer, per network, in the order the step computes them (a
+    recurrence's output, layer-normed where it is, is one of them), from one step over obs from states `hidden`
+    (the actor's alone when the critic reads the env's critic observations: a probe set holds observations only)."""
     bodies = {"trunk": model.actor_body} if model.critic_body is None else {
         "actor": model.actor_body, "critic": model.critic_body}
+    recurrences = {"trunk": model.actor_rnn} if model.critic_body is None else {
+        "actor": model.actor_rnn, "critic": model.critic_rnn}
     if model.num_states:
-        bodies = {"actor": model.actor_body}
+        bodies, recurrences = {"actor": model.actor_body}, {"actor": model.actor_rnn}
     captured: Dict[str, List[torch.Tensor]] = {name: [] for name in bodies}
     handles = []
     activation_types = tuple(ACTIVATIONS.values())
+
+    def keep(name: str, output: Any) -> None:
+        captured[name].append((output[0] if isinstance(output, tuple) else output).detach().float())
+
     for name, body in bodies.items():
-        for layer in body:
-            if isinstance(layer, activation_types):
-                handles.append(layer.register_forward_hook(
-                    lambda module, inputs, output, name=name: captured[name].append(output.detach().float())))
+        layers = [layer for layer in body if isinstance(layer, activation_types)]
+        if recurrences[name] is not None:
+            layers.append(recurrences[name])
+        for layer in layers:
+            handles.append(layer.register_forward_hook(
+                lambda module, inputs, output, name=name: keep(name, output)))
     try:
-        x = model.normalize_obs(obs)
-        for body in bodies.values():
-            body(x)
+        if model.recurrent:
+            model.step(obs, None, hidden)
+        else:
+            x = model.normalize_obs(obs)
+            for body in bodies.values():
+                body(x)
     finally:
         for handle in handles:
             handle.remove()
@@ -169,10 +193,14 @@ def _capture(model: ActorCritic, obs: torch.Tensor) -> Dict[str, List[torch.Tens
 def _networks(model: ActorCritic) -> Dict[str, nn.Module]:
     """Actor and critic as modules for weight norms (a shared trunk belongs to both)."""
     critic_body = model.critic_body if model.critic_body is not None else model.actor_body
-    return {
-        "actor": nn.ModuleDict({"body": model.actor_body, "mu": model.mu}),
-        "critic": nn.ModuleDict({"body": critic_body, "value": model.value}),
-    }
+    actor = {"body": model.actor_body, "mu": model.mu}
+    critic = {"body": critic_body, "value": model.value}
+    if model.actor_rnn is not None:  # (a recurrence belongs to its network; a shared one to both)
+        actor["rnn"] = model.actor_rnn
+        critic["rnn"] = model.critic_rnn if model.critic_body is not None else model.actor_rnn
+        if critic["rnn"] is None:
+            del critic["rnn"]
+    return {"actor": nn.ModuleDict(actor), "critic": nn.ModuleDict(critic)}
 
 
 def _groups(model: ActorCritic) -> Dict[str, List[nn.Parameter]]:
@@ -185,7 +213,7 @@ def _fixed_observations(path: str, task: str, model: ActorCritic) -> torch.Tenso
     from isaac_ppo.diagnostics import probe_set
 
     obs = probe_set.load(path, task)["obs"]
-    num_obs = model.actor_body[0].in_features
+    num_obs = model.num_obs
     if obs.shape[1] != num_obs:
         raise UserError(f"diagnostics.probe_set={path} holds {obs.shape[1]}-dimensional observations, the env "
                         f"gives {num_obs}")

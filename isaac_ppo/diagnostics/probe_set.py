@@ -46,6 +46,12 @@ class StateSampler:
         self.seen += rows.shape[0]
         return self.policy(obs)
 
+    def episodes_ended(self, resets: torch.Tensor) -> None:
+        """(the policy it watches may carry a recurrent state: loop/evaluate.py, Acting)"""
+        from isaac_ppo.agent.acting import ended
+
+        ended(self.policy, resets)
+
     def sample(self) -> torch.Tensor:
         """The sample: `samples` observations, or every one seen when the play saw fewer."""
         assert self.kept is not None, "the policy never acted"

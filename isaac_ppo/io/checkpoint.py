@@ -118,8 +118,14 @@ def _its_network(state: Mapping[str, Any]) -> str:
     except Exception:  # (an older or foreign checkpoint: the message stays general)
         return ""
     words = [] if profile in (None, "none") else [f"profile={profile}"]
-    words += [f"agent.network.{key}=" + (value if isinstance(value, str) else json.dumps(value, separators=(",", ":")))
-              for key, value in network.items()]  # (a value as an override: [128,64,32], false, 0.0)
+    for key, value in network.items():
+        if isinstance(value, dict):  # an rnn block: its keys one by one, none for a block that names no layer
+            items = [(f"{key}.{inner}", v) for inner, v in value.items()] if value.get("name") else []
+        else:
+            items = [(key, value)]
+        # (a value as an override: [128,64,32], false, 0.0)
+        words += [f"agent.network.{name}=" + (v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))
+                  for name, v in items]
     return f" (its run had: {' '.join(words)})"
 
 

@@ -17,8 +17,13 @@ mean action only. What a state_dict cannot tell is assumed to be IsaacGymEnvs': 
 model (sigma is a log-std; rl-games' ``continuous_a2c`` stores the same keys with sigma a std, which would change
 only sampled actions), ``mu_activation``, ``sigma_activation`` and ``value_activation`` None, and the hidden
 activation is the configured ``agent.network.activation``.
-Refused in one line: a network we cannot hold (state-dependent sigma, CNN, RNN, D2RL, dict observations, a
-critic over other inputs) and one whose sizes or normalisers differ from the configured network (the message
+A recurrent network (rl-games' rnn block: its LSTMWithDones or GRUWithDones around a torch LSTM or GRU) maps
+onto ours the same way: ``a2c_network.rnn.rnn.*`` and ``a2c_network.layer_norm.*`` (shared) or
+``a2c_network.{a,c}_rnn.rnn.*`` and ``a2c_network.{a,c}_layer_norm.*`` (separate) are our ``actor_rnn`` /
+``critic_rnn`` (``.rnn.*``, ``.norm.*``); the kind (4 or 3 gates), units, layers, layer norm, and where it sits
+(before the MLP, or after it over the MLP's output and with concat_input the observation) are read from the shapes.
+Refused in one line: a network we cannot hold (state-dependent sigma, CNN, D2RL, dict observations, concat_output,
+a critic over other inputs) and one whose sizes or normalisers differ from the configured network (the message
 names the overrides that build it).
 """
 from __future__ import annotations
@@ -38,6 +43,12 @@ LAYER = re.compile(r"a2c_network\.(actor|critic)_mlp\.(\d+)\.(weight|bias)$")
 NETWORK = {"a2c_network.mu.weight": "mu.weight", "a2c_network.mu.bias": "mu.bias",
            "a2c_network.value.weight": "value.weight", "a2c_network.value.bias": "value.bias",
            "a2c_network.sigma": "log_std"}
+RNN = re.compile(r"a2c_network\.(rnn|a_rnn|c_rnn)\.rnn\.((?:weight|bias)_(?:ih|hh)_l(\d+))$")
+RNN_NORM = re.compile(r"a2c_network\.(layer_norm|a_layer_norm|c_layer_norm)\.(weight|bias)$")
+# rl-games' recurrent modules -> ours: (the recurrence, its layer norm)
+RNN_PARTS = {"rnn": ("actor_rnn", "layer_norm"), "a_rnn": ("actor_rnn", "a_layer_norm"),
+             "c_rnn": ("critic_rnn", "c_layer_norm")}
+RNN_KEYS = ("name", "units", "layers", "before_mlp", "layer_norm", "concat_input")
 NORMALISERS = {"running_mean_std": "obs_norm", "value_mean_std": "value_norm"}
 STATISTICS = {"running_mean": "mean", "running_var": "var", "count": "count"}
 
@@ -76,11 +87,12 @@ def network_of(rl_state: Mapping[str, torch.Tensor], path: str) -> Dict[str, Any
     normalize_value; a network our ActorCritic cannot hold is refused."""
     for key in rl_state:
         prefix, _, name = key.partition(".")
-        known = LAYER.match(key) or key in NETWORK or (prefix in NORMALISERS and name in STATISTICS)
+        known = (LAYER.match(key) or key in NETWORK or (prefix in NORMALISERS and name in STATISTICS)
+                 or RNN.match(key) or RNN_NORM.match(key))
         if not known:
             raise UserError(f"checkpoint {path} holds {key}, which our actor-critic has no place for: only "
-                            "rl-games actor_critic MLP networks with fixed_sigma (IsaacGymEnvs' continuous_a2c_logstd) "
-                            "play here")
+                            "rl-games actor_critic MLP networks with fixed_sigma (IsaacGymEnvs' continuous_a2c_logstd), "
+                            "with or without an rnn block, play here")
     for key in ("a2c_network.mu.weight", "a2c_network.value.weight", "a2c_network.sigma"):
         if key not in rl_state:
             raise UserError(f"checkpoint {path} has no {key}: not an rl-games actor_critic network with fixed_sigma")
@@ -98,17 +110,46 @@ def network_of(rl_state: Mapping[str, torch.Tensor], path: str) -> Dict[str, Any
         raise UserError(f"checkpoint {path} has no a2c_network.actor_mlp layers: only MLP networks play here")
     hidden = [int(w.shape[0]) for w in actor]
     critic_hidden = [int(w.shape[0]) for w in critic]
+    rnn = rnn_of(rl_state, hidden, int(actor[0].shape[1]), path)
+    inputs = rnn.pop("inputs", None)
+    num_obs = inputs if rnn["before_mlp"] else int(actor[0].shape[1])
     if critic and int(critic[0].shape[1]) != int(actor[0].shape[1]):
         raise UserError(f"checkpoint {path} has a critic over {int(critic[0].shape[1])} inputs, its actor over "
                         f"{int(actor[0].shape[1])}: a critic of other observations plays here only as rl-games' "
                         "central value, which its .pth keeps apart")
     if rl_state["a2c_network.value.weight"].shape[0] != 1:
         raise UserError(f"checkpoint {path} has {rl_state['a2c_network.value.weight'].shape[0]} values: ours is one")
-    return {"num_obs": int(actor[0].shape[1]), "num_actions": int(rl_state["a2c_network.mu.weight"].shape[0]),
+    return {"num_obs": num_obs, "num_actions": int(rl_state["a2c_network.mu.weight"].shape[0]),
             "hidden": hidden, "separate": bool(critic),
             "critic_hidden": critic_hidden if critic and critic_hidden != hidden else None,
             "normalize_input": "running_mean_std.running_mean" in rl_state,
-            "normalize_value": "value_mean_std.running_mean" in rl_state}
+            "normalize_value": "value_mean_std.running_mean" in rl_state, "rnn": rnn}
+
+
+def rnn_of(rl_state: Mapping[str, torch.Tensor], hidden: List[int], mlp_inputs: int, path: str) -> Dict[str, Any]:
+    """The actor's rnn block in our terms (agent.network.rnn's keys, name None without one) and its input size
+    ("inputs"), read from the shapes: 4 gates an LSTM, 3 a GRU; before the MLP when the MLP reads the rnn's units
+    and the rnn does not read the MLP's output; after it, over the observation too (concat_input) when its input
+    is wider than the MLP's output by the MLP's input."""
+    none = {"name": None, "units": None, "layers": 1, "before_mlp": False, "layer_norm": False,
+            "concat_input": False}
+    module = "rnn" if "a2c_network.rnn.rnn.weight_ih_l0" in rl_state else "a_rnn"
+    first = rl_state.get(f"a2c_network.{module}.rnn.weight_ih_l0")
+    if first is None:
+        return none
+    units = int(rl_state[f"a2c_network.{module}.rnn.weight_hh_l0"].shape[1])
+    gates = int(first.shape[0]) // units
+    if gates not in (3, 4):
+        raise UserError(f"checkpoint {path}: a2c_network.{module} has {gates} gates: an LSTM (4) or a GRU (3) "
+                        "plays here")
+    layer_count = len({m.group(3) for m in map(RNN.match, rl_state) if m is not None and m.group(1) == module})
+    inputs = int(first.shape[1])
+    after = inputs in (hidden[-1], hidden[-1] + mlp_inputs)
+    before_mlp = mlp_inputs == units and not after
+    norm = RNN_PARTS[module][1]
+    return {"name": "lstm" if gates == 4 else "gru", "units": units, "layers": layer_count, "before_mlp": before_mlp,
+            "layer_norm": f"a2c_network.{norm}.weight" in rl_state,
+            "concat_input": not before_mlp and inputs == hidden[-1] + mlp_inputs, "inputs": inputs}
 
 
 def layer_indices(rl_state: Mapping[str, torch.Tensor], part: str) -> List[int]:
@@ -127,10 +168,17 @@ def network_of_model(model: Any) -> Dict[str, Any]:
     hidden = [m.out_features for m in linears]
     critic = [m.out_features for m in model.critic_body if isinstance(m, torch.nn.Linear)] \
         if model.critic_body is not None else []
-    return {"num_obs": linears[0].in_features, "num_actions": model.mu.out_features,
+    recurrence = model.actor_rnn
+    rnn = {"name": None, "units": None, "layers": 1, "before_mlp": False, "layer_norm": False, "concat_input": False}
+    if recurrence is not None:
+        rnn = {"name": "lstm" if recurrence.parts == 2 else "gru", "units": recurrence.units,
+               "layers": recurrence.layers, "before_mlp": recurrence.before_mlp,
+               "layer_norm": isinstance(recurrence.norm, torch.nn.LayerNorm), "concat_input": recurrence.concat_input}
+    return {"num_obs": model.num_obs, "num_actions": model.mu.out_features,
             "hidden": hidden, "separate": model.critic_body is not None,
             "critic_hidden": critic if critic and critic != hidden else None,
-            "normalize_input": model.obs_norm is not None, "normalize_value": model.value_norm is not None}
+            "normalize_input": model.obs_norm is not None, "normalize_value": model.value_norm is not None,
+            "rnn": rnn}
 
 
 def model_state(rl_state: Mapping[str, torch.Tensor], model: Any) -> Dict[str, torch.Tensor]:
@@ -146,6 +194,13 @@ def model_state(rl_state: Mapping[str, torch.Tensor], model: Any) -> Dict[str, t
                 state[f"{ours}.{mine}.{kind}"] = rl_state[f"a2c_network.{part}_mlp.{index}.{kind}"]
     for theirs_key, ours_key in NETWORK.items():
         state[ours_key] = rl_state[theirs_key]
+    for key, tensor in rl_state.items():  # a recurrence and its layer norm
+        rnn, norm = RNN.match(key), RNN_NORM.match(key)
+        if rnn is not None:
+            state[f"{RNN_PARTS[rnn.group(1)][0]}.rnn.{rnn.group(2)}"] = tensor
+        elif norm is not None:
+            owner = {part[1]: part[0] for part in RNN_PARTS.values()}[norm.group(1)]
+            state[f"{owner}.norm.{norm.group(2)}"] = tensor
     for theirs_prefix, ours_prefix in NORMALISERS.items():
         for theirs_name, ours_name in STATISTICS.items():
             key = f"{theirs_prefix}.{theirs_name}"
@@ -168,6 +223,8 @@ def load_model(model: Any, path: str, env: Any, task: str, device: Any = "cpu") 
         settings = {"hidden": "agent.network.hidden", "separate": "agent.network.separate",
                     "critic_hidden": "agent.network.critic_hidden",
                     "normalize_input": "agent.normalize_input", "normalize_value": "agent.normalize_value"}
+        settings.update({f"rnn.{key}": f"agent.network.rnn.{key}" for key in RNN_KEYS})
+        theirs, mine = flat_network(theirs), flat_network(mine)
         fixes = " ".join(f"{settings[name]}={override(theirs[name])}" for name in settings
                          if theirs[name] != mine[name])
         differences = ", ".join(f"{name} {override(theirs[name])} there, {override(mine[name])} here"
@@ -180,6 +237,13 @@ def load_model(model: Any, path: str, env: Any, task: str, device: Any = "cpu") 
             raise UserError(f"checkpoint {path}: {name} is {tuple(tensor.shape)} there, "
                             f"{tuple(expected[name].shape)} here")
     model.load_state_dict(state)
+
+
+def flat_network(network: Mapping[str, Any]) -> Dict[str, Any]:
+    """network_of's dict with its rnn block's keys as rnn.KEY."""
+    out = {key: value for key, value in network.items() if key != "rnn"}
+    out.update({f"rnn.{key}": value for key, value in network["rnn"].items()})
+    return out
 
 
 def override(value: Any) -> str:

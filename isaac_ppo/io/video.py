@@ -93,8 +93,11 @@ class TrainingVideos:
     and handed back as frames for TensorBoard. Only the iterations that film pay for it (the logger films, after
     the iteration's timings are taken)."""
 
-    def __init__(self, env: Any, run_dir: str, freq: int, length: int, model: Any, size: tuple = (240, 320)):
-        self.env, self.run_dir, self.freq, self.length, self.model, self.size = env, run_dir, freq, length, model, size
+    def __init__(self, env: Any, run_dir: str, freq: int, length: int, policy_of: Any, size: tuple = (240, 320)):
+        # policy_of(): a fresh policy of the current model (agent/acting.py's Acting: a recurrent one's state starts
+        # at zeros and is zeroed at each episode's end)
+        self.env, self.run_dir, self.freq, self.length, self.size = env, run_dir, freq, length, size
+        self.policy_of = policy_of
 
     def due(self, iteration: int) -> bool:
         return self.freq > 0 and (iteration + 1) % self.freq == 0
@@ -108,10 +111,13 @@ class TrainingVideos:
         recorder = VideoRecorder(self.env, path, max_frames=self.length, size=self.size)
         frames: List[Any] = []
         try:
+            policy = self.policy_of()
             obs = self.env.reset()["obs"]
             with torch.no_grad():
                 for _ in range(self.length):
-                    obs = self.env.step(self.model(obs)[0])[0]["obs"]
+                    obs_dict, _, resets, _ = self.env.step(policy(obs))
+                    policy.episodes_ended(resets)
+                    obs = obs_dict["obs"]
                     frames.append(recorder.capture())
         finally:
             recorder.close()

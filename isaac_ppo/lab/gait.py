@@ -278,6 +278,7 @@ def check(path: str, task: str = "Ant", envs: int = 64, steps: int = 1000, seed:
     with torch.no_grad():
         for _ in range(steps):
             out, reward, resets, extras = env.step(policy(obs))
+            policy.episodes_ended(resets)
             obs = out["obs"]
             gait.observe(env, obs, reward, resets, extras)
     return dict({"checkpoint": path, "task": task, "envs": envs, "steps": steps}, **gait.summary())

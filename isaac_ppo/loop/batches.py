@@ -24,6 +24,7 @@ from isaac_ppo.loop.collect import BackgroundCollection, Collected, SyncCollecto
 from isaac_ppo.scheduler import Plan
 
 BUFFER_FIELDS = ("obs", "actions", "log_probs", "mu", "log_std", "values", "rewards", "dones")
+OPTIONAL_FIELDS = ("states", "hidden")  # the critic's observations (asymmetric envs); the chunks' states (recurrent)
 NextPlan = Callable[[], Optional[Plan]]  # iteration k+1's plan, or None when it will not run in this process
 
 
@@ -125,8 +126,9 @@ class ConcurrentBatches(SyncBatches):
             return None
         plan, slot, env = Plan(**saved["plan"]), saved["slot"], self.collector.env
         buffer = RolloutBuffer(plan.rollout_length, plan.num_envs, env.num_obs, env.num_actions,
-                               self.collector.device, self.collector.num_states)
-        for name in BUFFER_FIELDS + (("states",) if buffer.states is not None else ()):
+                               self.collector.device, self.collector.num_states, self.model.state_size,
+                               self.collector.seq_length, self.model.zero_on_done)
+        for name in BUFFER_FIELDS + tuple(name for name in OPTIONAL_FIELDS if getattr(buffer, name) is not None):
             getattr(buffer, name).copy_(saved["buffer"][name])
         self.collector.buffers[slot] = buffer
         info = dict(saved["info"])
@@ -148,7 +150,7 @@ def _collected_state(batch: Optional[Collected]) -> Optional[Dict[str, Any]]:
     return {
         "plan": dataclasses.asdict(batch.plan), "slot": batch.slot, "policy_version": batch.policy_version,
         "concurrent": batch.concurrent,
-        "buffer": {name: getattr(batch.buffer, name) for name in BUFFER_FIELDS + ("states",)
-                   if getattr(batch.buffer, name) is not None},  # (states: critic observations, when the env has any)
+        "buffer": {name: getattr(batch.buffer, name) for name in BUFFER_FIELDS + OPTIONAL_FIELDS
+                   if getattr(batch.buffer, name) is not None},
         "info": dict(batch.info),
     }

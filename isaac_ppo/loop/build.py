@@ -6,12 +6,13 @@ pool on its device, and takes its share of the machine's cores; rank 0's initial
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from isaac_ppo.loop import batches
+from isaac_ppo.agent.acting import Acting
 from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
 from isaac_ppo.loop.collect import SyncCollector
@@ -69,11 +70,18 @@ def build_model(cfg: DictConfig, env: Any, device: torch.device, states: Optiona
     """The run's actor-critic for env's shapes; states: the critic observation's size when not env's (play and
     export rebuild a checkpoint's critic to load it, and then use the actor alone)."""
     agent, net = cfg.agent, cfg.agent.network
+    rnn, critic_rnn = (recurrence(net, name) for name in ("rnn", "critic_rnn"))
     return ActorCritic(
         env.num_obs, env.num_actions, list(net.hidden), net.activation, net.separate, net.init_log_std,
         agent.normalize_input, agent.normalize_value, num_states(env) if states is None else states,
-        net.get("critic_hidden"),
+        net.get("critic_hidden"), rnn, critic_rnn, agent.get("zero_rnn_on_done", True),
     ).to(device)
+
+
+def recurrence(net: Any, name: str) -> Optional[Dict[str, Any]]:
+    """agent.network.<name> (rnn or critic_rnn) as ActorCritic takes it: None where it names no layer."""
+    node = net.get(name)
+    return OmegaConf.to_container(node, resolve=True) if node is not None and node.get("name") else None
 
 
 def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Scheduler] = None,
@@ -95,7 +103,7 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     max_iterations, max_env_steps = budgets(cfg)
     check_plans(scheduler, env.num_envs, max_iterations, max_env_steps)
     collector = SyncCollector(env, model, cfg.agent.gamma, cfg.agent.reward_scale, collect_generator,
-                              cfg.agent.games_to_track)
+                              cfg.agent.games_to_track, cfg.agent.seq_length)
     # the ranks on one machine share its cores: each takes its part, for collection and for the update
     share = comm.local_world_size
     mode = cfg.scheduler.get("mode", "sync")
@@ -108,7 +116,8 @@ def build_runner(cfg: DictConfig, env: Any, run_dir: str, scheduler: Optional[Sc
     videos = None
     if cfg.capture_video and cfg.capture_video_interval_iterations > 0 and comm.is_main:  # an env of its own, one env
         video_env = _make_env(cfg, 1, cfg.seed + VIDEO_SEED_OFFSET, device)
-        videos = TrainingVideos(video_env, run_dir, cfg.capture_video_interval_iterations, cfg.capture_video_len, model)
+        videos = TrainingVideos(video_env, run_dir, cfg.capture_video_interval_iterations, cfg.capture_video_len,
+                                lambda: Acting(model))
     logger = RunLogger(run_dir, cfg.task.name, max_iterations, max_env_steps=max_env_steps, videos=videos,
                        wandb=wandb_sink.for_run(cfg, run_dir), thresholds=tuple(cfg.task.get("solve_thresholds") or ())
                        ) if comm.is_main else None

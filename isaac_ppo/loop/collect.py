@@ -3,6 +3,11 @@
 SyncCollector collects a batch when asked; BackgroundCollection runs it on a thread with a snapshot of the
 policy (HTS-RL), so batch k+1 is collected while the learner updates on batch k. Observations are checked
 for non-finite values once per batch (one host sync), not per step.
+
+A recurrent model's state (agent/recurrent.py) is the collector's too: a row per env of the pool (an env left out
+of a smaller active set keeps its own, as it keeps its physics), zeroed where an episode ended, stored in the
+batch at each chunk's start, and saved in checkpoints. A time-out's bootstrap value is the critic's on the final
+observation stepped from the state that reached it (the state before it is zeroed).
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ class SyncCollector:
     noise generator of the actions (its own stream, apart from the learner's)."""
 
     def __init__(self, env: Any, model: ActorCritic, gamma: float, reward_scale: float, generator: torch.Generator,
-                 window: int = 100):
+                 window: int = 100, seq_length: int = 1):
         self.env = env
         self.model = model
         self.gamma = gamma
@@ -39,14 +44,23 @@ class SyncCollector:
         self.obs: Optional[torch.Tensor] = None  # the active envs' current observations
         self.num_states = num_states(env)
         self.states: Optional[torch.Tensor] = None  # ... and their critic observations (asymmetric envs only)
+        self.seq_length = seq_length  # (recurrent: the chunks whose starting states a batch stores)
+        # a recurrent model's state, a row per env of the pool (None: feed-forward)
+        self.hidden: Optional[torch.Tensor] = model.initial_state(env.num_envs, self.device)
 
     def reset(self) -> None:
         self._observed(self.env.reset())
+        if self.hidden is not None:
+            self.hidden.zero_()
 
-    def restore_observations(self, obs: torch.Tensor, states: Optional[torch.Tensor]) -> None:
-        """The current observations (and critic observations) a checkpoint saved, onto this collector's device."""
+    def restore_observations(self, obs: torch.Tensor, states: Optional[torch.Tensor],
+                             hidden: Optional[torch.Tensor] = None) -> None:
+        """The current observations (and critic observations, and recurrent states) a checkpoint saved, onto this
+        collector's device."""
         self.obs = obs.to(self.device)
         self.states = states.to(self.device) if states is not None else None
+        if hidden is not None:
+            self.hidden = hidden.to(self.device)
 
     def _observed(self, obs_dict: Dict[str, torch.Tensor]) -> None:
         self.obs = obs_dict["obs"]
@@ -67,17 +81,21 @@ class SyncCollector:
         buf = self.buffers[slot]
         if buf is None or not buf.fits(plan.rollout_length, plan.num_envs):
             buf = RolloutBuffer(plan.rollout_length, plan.num_envs, env.num_obs, env.num_actions, self.device,
-                                self.num_states)
+                                self.num_states, model.state_size, self.seq_length, model.zero_on_done)
             self.buffers[slot] = buf
         diverged = 0
         buf.log_std.copy_(model.log_std.detach())
         obs, states = self.obs, self.states
+        n = plan.num_envs
+        hidden = self.hidden[:n] if self.hidden is not None else None
         task_state: Optional[Dict[str, torch.Tensor]] = None  # (the last step's: the task's own state, e.g. a level)
         # time-outs whose bootstrap value is the next step's own critic value (an env without final_obs, as
         # Isaac Gym's: the observation returned with the reset flag is the terminal one)
         deferred: Optional[torch.Tensor] = None
         for t in range(plan.rollout_length):
-            mu, log_std, value = evaluate(model, obs, states)
+            if hidden is not None and t % self.seq_length == 0:
+                buf.hidden[t // self.seq_length] = hidden
+            mu, log_std, value, next_hidden = evaluate(model, obs, states, hidden)
             noise = torch.randn(mu.shape, generator=self.generator, device=mu.device, dtype=mu.dtype)
             actions = mu + log_std.exp() * noise
             buf.obs[t] = obs
@@ -92,21 +110,28 @@ class SyncCollector:
             obs_dict, rewards, resets, extras = env.step(actions)
             self.tracker.update(rewards, resets, extras.get("diverged_envs"), extras.get("reward_terms"))
             time_outs = extras["time_outs"]
-            if "final_obs" in extras:
+            final_obs, final_states = extras.get("final_obs"), extras.get("final_states")
+            if final_obs is None and hidden is not None:  # (the terminal observation is the one returned: its
+                final_obs = obs_dict["obs"]  # value needs this step's state)
+                final_states = obs_dict["states"] if self.num_states else None
+            if final_obs is not None:
                 # a truncated episode would have gone on: bootstrap its value from the observation that ended it
-                bootstrap = self.gamma * self._time_out_values(model, extras["final_obs"], time_outs,
-                                                               extras.get("final_states"))
+                bootstrap = self.gamma * self._time_out_values(model, final_obs, time_outs, final_states, next_hidden)
                 buf.rewards[t] = rewards * self.reward_scale + bootstrap
             else:  # ... which is the next observation: its value comes with the next step's forward pass
                 buf.rewards[t] = rewards * self.reward_scale
                 deferred = time_outs.to(buf.rewards.dtype)
             buf.dones[t] = resets.to(buf.dones.dtype)
+            if hidden is not None:
+                hidden = next_hidden * (1.0 - buf.dones[t]).unsqueeze(-1) if model.zero_on_done else next_hidden
             diverged += extras.get("diverged", 0)
             task_state = extras.get("task_state", task_state)
             obs = obs_dict["obs"]
             states = obs_dict["states"] if states is not None else None
         self.obs, self.states = obs, states
-        last_values = model.denormalize_value(evaluate(model, obs, states)[2])
+        if hidden is not None:
+            self.hidden[:n] = hidden
+        last_values = model.denormalize_value(evaluate(model, obs, states, hidden)[2])
         if deferred is not None:
             buf.rewards[-1] += self.gamma * last_values * deferred
         self._check_finite(buf, obs, states)
@@ -117,16 +142,20 @@ class SyncCollector:
         return buf, info
 
     def _time_out_values(self, model: ActorCritic, final_obs: torch.Tensor, time_outs: torch.Tensor,
-                         final_states: Optional[torch.Tensor] = None) -> torch.Tensor:
+                         final_states: Optional[torch.Tensor] = None,
+                         hidden: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The critic's values of the final observations of the envs that timed out (0 elsewhere); hidden: the
+        recurrent state that reached them."""
         values = torch.zeros(time_outs.shape, device=final_obs.device)
         if final_obs.device.type == "cpu":
             ids = time_outs.nonzero().flatten()  # usually none: evaluate the critic on those rows only
             if ids.numel():
                 states = final_states[ids] if final_states is not None else None
-                values[ids] = model.denormalize_value(evaluate(model, final_obs[ids], states)[2])
+                rows = hidden[ids] if hidden is not None else None
+                values[ids] = model.denormalize_value(evaluate(model, final_obs[ids], states, rows)[2])
             return values
         # on a GPU a masked evaluation would sync every step: evaluate all rows instead
-        return model.denormalize_value(evaluate(model, final_obs, final_states)[2]) * time_outs
+        return model.denormalize_value(evaluate(model, final_obs, final_states, hidden)[2]) * time_outs
 
     def _check_finite(self, buf: RolloutBuffer, last_obs: torch.Tensor,
                       last_states: Optional[torch.Tensor] = None) -> None:
@@ -148,9 +177,11 @@ class SyncCollector:
             )
 
 
-def evaluate(model: ActorCritic, obs: torch.Tensor, states: Optional[torch.Tensor]) -> Any:
-    """model's (mu, log_std, value) for obs, its critic given the env's critic observations when there are any."""
-    return model(obs) if states is None else model(obs, states)
+def evaluate(model: ActorCritic, obs: torch.Tensor, states: Optional[torch.Tensor],
+             hidden: Optional[torch.Tensor] = None) -> Any:
+    """model's (mu, log_std, value, next hidden) for obs, its critic given the env's critic observations when there
+    are any, a recurrent model stepped from `hidden` (a feed-forward model's forward, hidden passed through)."""
+    return model.step(obs, states, hidden)
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from isaac_ppo.agent.acting import Acting, ended
 from isaac_ppo.stats import iqm, stratified_bootstrap_ci
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
@@ -38,6 +39,7 @@ def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None
     with torch.no_grad():
         while not bool(done.all()):
             obs_dict, rewards, resets, extras = env.step(policy(obs))
+            ended(policy, resets)
             if on_step is not None:
                 on_step()
             live = ~done
@@ -47,9 +49,9 @@ def first_episodes(env: Any, policy: Policy, on_step: Optional[Callable[[], None
                 total = measure_sums.setdefault(name, torch.zeros(n, dtype=torch.float64, device=device))
                 total += torch.where(live, value.double(), 0.0)
             for name, value in extras.get("outcomes", {}).items():
-                ended = live & resets.bool()
+                ending = live & resets.bool()
                 outcome = outcomes.setdefault(name, torch.zeros(n, dtype=torch.float64, device=device))
-                outcome[ended] = value.double()[ended]
+                outcome[ending] = value.double()[ending]
             if "diverged_envs" in extras:
                 diverged |= live & extras["diverged_envs"].bool()
             done |= resets.bool()
@@ -102,19 +104,14 @@ def describe_run(summary: Dict[str, Any], window: int) -> str:
     return f"{evaluation}training return {training} (the last {window} finished episodes, lagged)"
 
 
-def mean_action(model: Any) -> Policy:
+def mean_action(model: Any) -> Acting:
     """The deterministic policy: the Gaussian's mean."""
-    return lambda obs: model(obs)[0]
+    return Acting(model)
 
 
-def sampled_action(model: Any, generator: torch.Generator) -> Policy:
+def sampled_action(model: Any, generator: torch.Generator) -> Acting:
     """The stochastic policy, as training samples it: mean + std * noise, the noise from `generator`."""
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        mu, log_std = model(obs)[:2]
-        noise = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
-        return mu + log_std.exp() * noise
-
-    return policy
+    return Acting(model, generator)
 
 
 class Evaluator:
@@ -124,8 +121,7 @@ class Evaluator:
     actions (noise from a stream of its own), under "stochastic". None of it touches training: separate envs,
     no gradient, no random numbers from the learner's streams.
 
-    `model` is anything called on observations that returns (mean, log_std, ...): our ActorCritic, or rl-games'
-    network seen through isaac_ppo.loop.rlgames.
+    `model`: as Acting's.
 
     Time to solve: for each of the task's `solve_thresholds`, the first evaluation whose mean return reached it,
     with its env steps and the run's seconds at that moment, evaluation time included (`wall_s`: the training's

@@ -6,7 +6,8 @@ IsaacGymEnvs' train.py plugs in its RLGPUEnv: an IVecEnv registered with rl-game
 cfg.agent (written to <run_dir>/rl_games_params.yaml), and rl_games.torch_runner.Runner. The training statistics
 (EpisodeTracker), metrics.jsonl/metrics.json/tb/ and the evaluation (our Evaluator on rl-games' network) are ours,
 so isaac-ppo-report puts both learners side by side on the same unlagged number. The translation, the settings
-fixed here, what is refused and where rl-games' algorithm differs from ours: docs/rl-games.md.
+fixed here, what is refused and where rl-games' algorithm differs from ours: docs/rl-games.md; the params tree
+itself: isaac_ppo/loop/rlgames_params.py.
 """
 from __future__ import annotations
 
@@ -19,10 +20,9 @@ import time
 from typing import Any, Dict, List, Optional
 
 from isaac_ppo.errors import UserError
-from isaac_ppo.scheduler.plan import agent_minibatch_size
+from isaac_ppo.loop.rlgames_params import ENV_NAME, build_params
 
 MISSING = "agent=rl_games needs rl-games: pip install 'isaac-ppo[rl_games]'"
-ENV_NAME = "isaac_ppo"  # rl-games' env_configurations key (IsaacGymEnvs: rlgpu)
 VECENV_TYPE = "ISAAC_PPO"  # rl-games' vecenv type (IsaacGymEnvs: RLGPU)
 
 
@@ -46,130 +46,6 @@ def rl_games_version() -> str:
         import rl_games
 
         return str(getattr(rl_games, "__version__", "unknown"))
-
-
-def max_epochs(cfg: Any, num_envs: int) -> int:
-    """rl-games' max_epochs from our budgets: max_iterations, or the whole batches max_env_steps allows."""
-    from isaac_ppo.config import budgets
-
-    max_iterations, max_env_steps = budgets(cfg)
-    limits = [] if max_iterations is None else [int(max_iterations)]
-    if max_env_steps is not None:
-        limits.append(int(max_env_steps) // (num_envs * cfg.agent.horizon))
-    epochs = min(limits)
-    if epochs < 1:
-        batch = num_envs * cfg.agent.horizon
-        raise UserError(f"max_env_steps={max_env_steps} is smaller than one batch ({batch} env steps)")
-    return epochs
-
-
-def build_params(cfg: Any, num_envs: int, run_dir: str, device: Optional[str] = None,
-                 states: int = 0) -> Dict[str, Any]:
-    """rl-games' `params` tree for cfg.agent (IsaacGymEnvs' cfg/train/<task>PPO.yaml is the model); device:
-    the env's (its tensors are rl-games' observations), default cfg.device; states: the env's critic observation
-    size (above 0: rl-games' central value trains the critic on it)."""
-    agent, net = cfg.agent, cfg.agent.network
-    device = str(device or cfg.device)
-    run_dir = os.path.abspath(run_dir)
-    schedule = agent.lr_schedule
-    return {
-        "seed": cfg.seed,
-        "torch_threads": cfg.torch_threads,
-        "algo": {"name": "a2c_continuous"},
-        "model": {"name": "continuous_a2c_logstd"},
-        "network": {
-            "name": "actor_critic",
-            "separate": net.separate,
-            "space": {
-                "continuous": {
-                    "mu_activation": "None",
-                    "sigma_activation": "None",
-                    "mu_init": {"name": "default"},
-                    "sigma_init": {"name": "const_initializer", "val": net.init_log_std},
-                    "fixed_sigma": True,
-                }
-            },
-            "mlp": mlp_params(net),
-        },
-        "config": {
-            "name": cfg.task.name,
-            # rl-games writes <train_dir>/<full_experiment_name>/{nn,summaries}: the run directory itself
-            "train_dir": os.path.dirname(run_dir),
-            "full_experiment_name": os.path.basename(run_dir),
-            "env_name": ENV_NAME,
-            "device": device,
-            "multi_gpu": False,
-            "ppo": True,
-            "mixed_precision": agent.mixed_precision and device.startswith("cuda"),
-            "normalize_input": agent.normalize_input,
-            "normalize_value": agent.normalize_value,
-            "normalize_advantage": agent.normalize_advantage,
-            "value_bootstrap": True,
-            "num_actors": int(num_envs),
-            "reward_shaper": {"scale_value": agent.reward_scale},
-            "gamma": agent.gamma,
-            "tau": agent.lam,
-            "learning_rate": agent.learning_rate,
-            "lr_schedule": None if schedule == "constant" else schedule,
-            "schedule_type": "legacy",
-            "kl_threshold": agent.kl_threshold,
-            "score_to_win": float("inf"),
-            "max_epochs": max_epochs(cfg, num_envs),
-            "save_best_after": 0,
-            "save_frequency": cfg.save_interval_iterations,
-            "print_stats": False,
-            "grad_norm": agent.grad_norm,
-            "entropy_coef": agent.entropy_coef,
-            "truncate_grads": agent.truncate_grads,
-            "e_clip": agent.clip,
-            "clip_value": agent.clip_value,
-            "clip_actions": True,
-            "horizon_length": agent.horizon,
-            "minibatch_size": agent_minibatch_size(cfg, num_envs),
-            "mini_epochs": agent.mini_epochs,
-            "critic_coef": agent.critic_coef,
-            "bounds_loss_coef": agent.bounds_loss_coef,
-            "games_to_track": cfg.agent.games_to_track,
-            "torch_compile": False,
-            **({"central_value_config": central_value_config(cfg, num_envs)} if states else {}),
-        },
-    }
-
-
-def mlp_params(net: Any, units: Any = None) -> Dict[str, Any]:
-    """rl-games' MLP of cfg.agent.network's activation and sizes (the actor-critic's; units: the central value's)."""
-    return {
-        "units": [int(u) for u in (units if units is not None else net.hidden)],
-        "activation": net.activation,
-        "d2rl": False,
-        "initializer": {"name": "default"},
-        "regularizer": {"name": "None"},
-    }
-
-
-def central_value_config(cfg: Any, num_envs: int) -> Dict[str, Any]:
-    """rl-games' central value (its critic over the env's critic observations, "states"), as IsaacGymEnvs' asymmetric
-    train YAMLs give it (ShadowHandPPOAsymm.yaml): the agent's own minibatch, epochs, learning rate and schedule,
-    and an MLP of agent.network.critic_hidden's sizes (null: the actor's). rl-games trains it apart from the actor,
-    with its own optimizer."""
-    agent, net = cfg.agent, cfg.agent.network
-    schedule = agent.lr_schedule
-    return {
-        "minibatch_size": agent_minibatch_size(cfg, num_envs),
-        "mini_epochs": agent.mini_epochs,
-        "learning_rate": agent.learning_rate,
-        "lr_schedule": None if schedule == "constant" else schedule,
-        "schedule_type": "legacy",
-        "kl_threshold": agent.kl_threshold,
-        "clip_value": agent.clip_value,
-        "normalize_input": agent.normalize_input,
-        "truncate_grads": agent.truncate_grads,
-        "network": {
-            "name": "actor_critic",
-            "central_value": True,
-            "mlp": mlp_params(net, net.get("critic_hidden")),
-        },
-    }
 
 
 def _vec_env_class() -> Any:
@@ -279,18 +155,20 @@ def _observer_class() -> Any:
 
             algo.write_stats = write_stats
 
-            original_play = algo.play_steps
+            for name in ("play_steps", "play_steps_rnn"):  # (rl-games collects with the second for an rnn)
+                setattr(algo, name, self._with_collect_threads(getattr(algo, name)))
 
+        def _with_collect_threads(self, original: Any) -> Any:
             def play_steps() -> Any:
                 import torch
 
                 torch.set_num_threads(self.collect_threads)
                 try:
-                    return original_play()
+                    return original()
                 finally:
                     torch.set_num_threads(self.update_threads)
 
-            algo.play_steps = play_steps
+            return play_steps
 
         def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
             row = self.row(epoch_num, total_time)
@@ -345,22 +223,54 @@ def _observer_class() -> Any:
 class RlGamesPolicy:
     """rl-games' network as the evaluation calls a model: obs -> (mean, log_std, value), through rl-games' own
     observation normaliser, in eval mode (the normaliser does not learn from evaluation) and without gradient.
-    Actions go to the env as rl-games' training sends them: its clamp to [-1, 1] is the env's clipActions."""
+    Actions go to the env as rl-games' training sends them: its clamp to [-1, 1] is the env's clipActions.
+    A recurrent network (rl-games' rnn block) acts with step(), as our ActorCritic: its rnn_states (a tuple of
+    (layers, envs, units) tensors) as one row per env, zeroed at episodes' ends (rl-games' zero_rnn_on_done)."""
 
     def __init__(self, algo: Any):
         self.model = algo.model
+        self.recurrent = bool(self.model.is_rnn())
+        self.zero_on_done = bool(getattr(algo, "zero_rnn_on_done", True))
+        # each state tensor's (layers, units): rl-games' default states are (layers, its num_actors, units)
+        self.parts = [(int(t.shape[0]), int(t.shape[2])) for t in self.model.get_default_rnn_state()] \
+            if self.recurrent else []
+        self.state_size = sum(layers * units for layers, units in self.parts)
 
     def __call__(self, obs: Any) -> Any:
+        mu, log_std, value, _ = self._network(obs, None)
+        return mu, log_std, value
+
+    def initial_state(self, envs: int, device: Any = None) -> Any:
+        import torch
+
+        return torch.zeros(envs, self.state_size, device=device)
+
+    def step(self, obs: Any, states: Any, hidden: Any) -> Any:
+        """(mu, log_std, value, next hidden) of one step from the flat states `hidden` (envs, state_size)."""
+        import torch
+
+        envs, tensors, at = obs.shape[0], [], 0
+        for layers, units in self.parts:
+            size = layers * units
+            tensors.append(hidden[:, at:at + size].reshape(envs, layers, units).transpose(0, 1).contiguous())
+            at += size
+        mu, log_std, value, new = self._network(obs, tuple(tensors))
+        flat = torch.cat([t.transpose(0, 1).reshape(envs, -1) for t in new], dim=1)
+        return mu, log_std, value, flat
+
+    def _network(self, obs: Any, rnn_states: Any) -> Any:
         import torch
 
         training = self.model.training
         self.model.eval()
+        inputs = {"obs": self.model.norm_obs(obs)}
+        if rnn_states is not None:
+            inputs.update(rnn_states=rnn_states, seq_length=1)
         try:
             with torch.no_grad():  # (its network returns the log-std: the model takes exp() of it)
-                mu, log_std, value, _ = self.model.a2c_network({"obs": self.model.norm_obs(obs)})
+                return self.model.a2c_network(inputs)
         finally:
             self.model.train(training)
-        return mu, log_std, value
 
 
 def last_checkpoint(nn_dir: Optional[str]) -> Optional[str]:

@@ -204,7 +204,7 @@ class Runner:
             "probe": self.probe.state_dict(), "torch": torch.get_rng_state(), "numpy": np.random.get_state(),
             "eval": self.evaluator.state_dict(), "python": random.getstate(),
         }, env=self.env.state_dict() if hasattr(self.env, "state_dict") else None, obs=self.collector.obs,
-            states=self.collector.states, episodes=self.collector.tracker.state_dict())
+            states=self.collector.states, hidden=self.collector.hidden, episodes=self.collector.tracker.state_dict())
         state = dict(local, ranks=self.comm.gather_objects(local)) if self.comm.world_size > 1 else dict(local)
         state.update({
             "model": self.model.state_dict(), "ppo": self.ppo.state_dict(), "scheduler": self.scheduler.state_dict(),
@@ -245,5 +245,5 @@ class Runner:
         random.setstate(rng["python"])
         if mine["env"] is not None and hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(mine["env"])
-            self.collector.restore_observations(mine["obs"], mine.get("states"))
+            self.collector.restore_observations(mine["obs"], mine.get("states"), mine.get("hidden"))
         self.collector.tracker.load_state_dict(mine["episodes"])

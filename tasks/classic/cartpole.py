@@ -3,6 +3,11 @@
 Obs: [cart position, cart velocity, pole angle, pole angular velocity].
 Reward: 1 - angle^2 - 0.01 |cart vel| - 0.005 |pole vel|; -2 and terminal when |cart pos| > resetDist or
 |pole angle| > pi/2. Reset: positions U(-0.1, 0.1), velocities U(-0.25, 0.25) for both joints.
+
+`task.env.observeVelocities=false` (ours, not IsaacGymEnvs'): the observation is [cart position, pole angle]
+alone (obs 2), a partially observed task: the velocities the reward and a balancing policy need must be inferred
+from the history of positions, which a recurrent policy can and a feed-forward one cannot (the memory proof,
+benchmarks/history/recurrent.md). Reward, terminations and resets are unchanged (computed from the state).
 """
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from typing import Any, Tuple
 
 import torch
 
-from isaac_ppo.domains import positive
+from isaac_ppo.domains import boolean, positive
 from isaac_ppo.envs.registry import TaskSpec
 from isaac_ppo.tasks.base import MujocoTask, Selection
 
@@ -20,7 +25,7 @@ class Cartpole(MujocoTask):
     # a motor's effort below 0 turns it around; a reset distance of 0 ends every episode at once
     spec = TaskSpec(
         name="Cartpole", model="assets/cartpole.xml",
-        domains={"env.maxEffort": positive(), "env.resetDist": positive()},
+        domains={"env.maxEffort": positive(), "env.resetDist": positive(), "env.observeVelocities": boolean()},
         reward_terms=("alive", "pole_angle", "cart_velocity", "pole_velocity", "death"),
     )  # (no contract facts: its observation is the state, drawn afresh at each reset)
     num_obs = 4
@@ -31,14 +36,22 @@ class Cartpole(MujocoTask):
 
     def setup(self) -> None:
         self.reset_dist = float(self.cfg["env"]["resetDist"])
+        self.observe_velocities = bool(self.cfg["env"].get("observeVelocities", True))
+        self.num_obs = 4 if self.observe_velocities else 2
 
-    def compute_observations(self, sel: Selection) -> torch.Tensor:
+    def state(self, sel: Selection) -> torch.Tensor:
+        """[cart position, cart velocity, pole angle, pole angular velocity] (IsaacGymEnvs' observation)."""
         qpos, qvel = self.qpos[sel], self.qvel[sel]
         return torch.stack((qpos[:, 0], qvel[:, 0], qpos[:, 1], qvel[:, 1]), dim=1).float()
 
+    def compute_observations(self, sel: Selection) -> torch.Tensor:
+        state = self.state(sel)
+        return state if self.observe_velocities else state[:, 0::2]
+
     def compute_reward(self, obs: torch.Tensor, sel: Selection) -> Tuple[torch.Tensor, torch.Tensor]:
-        reward, terminated = cartpole_reward(obs, self.reset_dist)
-        _, cart_vel, angle, pole_vel = obs.unbind(dim=1)
+        state = obs if self.observe_velocities else self.state(sel)
+        reward, terminated = cartpole_reward(state, self.reset_dist)
+        _, cart_vel, angle, pole_vel = state.unbind(dim=1)
         upright = (~terminated).to(reward.dtype)  # a terminal step's reward is -2 alone
         self.reward_terms = {
             "alive": upright, "pole_angle": -angle * angle * upright, "cart_velocity": -0.01 * cart_vel.abs() * upright,

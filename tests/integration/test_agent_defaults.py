@@ -15,7 +15,7 @@ from omegaconf import MISSING, OmegaConf
 
 import isaac_ppo.cfg
 from isaac_ppo.config.compose import compose_config
-from isaac_ppo.config.schema import AgentConfig, NetworkConfig, agent_domains
+from isaac_ppo.config.schema import AgentConfig, NetworkConfig, RnnConfig, agent_domains
 from isaac_ppo.domains import flat
 
 AGENTS = Path(isaac_ppo.cfg.__file__).parent / "agent"
@@ -23,9 +23,10 @@ AGENTS = Path(isaac_ppo.cfg.__file__).parent / "agent"
 
 def _defaults() -> dict:
     found = {}
-    for prefix, cls in (("", AgentConfig), ("network.", NetworkConfig)):
+    for prefix, cls in (("", AgentConfig), ("network.", NetworkConfig), ("network.rnn.", RnnConfig),
+                        ("network.critic_rnn.", RnnConfig)):
         for field in dataclasses.fields(cls):
-            if field.name != "network":
+            if field.name not in ("network", "rnn", "critic_rnn"):  # (nodes: their keys are listed one by one)
                 found[prefix + field.name] = field.default
     return found
 
@@ -42,7 +43,7 @@ def test_an_agent_yaml_holds_only_what_its_task_sets(path):
 
 
 def test_every_agent_key_declares_its_meaning_and_every_number_its_domain():
-    for cls in (AgentConfig, NetworkConfig):
+    for cls in (AgentConfig, NetworkConfig, RnnConfig):
         for field in dataclasses.fields(cls):
             if field.name == "network":
                 continue
