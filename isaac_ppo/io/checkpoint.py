@@ -94,15 +94,18 @@ def load_model(model: Any, state: Mapping[str, Any], path: str) -> None:
     first tensor whose shape differs (torch's own error is a page of missing and unexpected keys) and the settings
     its run had (from the config the checkpoint carries)."""
     mine = model.state_dict()
-    for name, tensor in state["model"].items():
+    # (a layer one network has and the other lacks first: a recurrence, a critic of its own; then the sizes)
+    extra = [name for name in state["model"] if name not in mine]
+    missing = [name for name in mine if name not in state["model"]]
+    if missing and not extra:
+        raise UserError(f"checkpoint {path} holds another network ({missing[0]} absent there): use that run's "
+                        f"agent.network settings{_its_network(state)}")
+    for name in extra + [name for name in state["model"] if name in mine]:
+        tensor = state["model"][name]
         shape = tuple(mine[name].shape) if name in mine else None
         if shape != tuple(tensor.shape):
             raise UserError(f"checkpoint {path} holds another network ({name}: {tuple(tensor.shape)} there, "
                             f"{shape or 'absent'} here): use that run's agent.network settings{_its_network(state)}")
-    missing = sorted(set(mine) - set(state["model"]))
-    if missing:
-        raise UserError(f"checkpoint {path} holds another network ({missing[0]} absent there): use that run's "
-                        f"agent.network settings{_its_network(state)}")
     model.load_state_dict(state["model"])
 
 

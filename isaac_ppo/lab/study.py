@@ -167,6 +167,10 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
         return "stopped"  # someone else stopped it: not done, continue it next time
     if code == -signal.SIGTERM and why in ("minutes", "at_return", "at_measure"):
         code = STOPPED  # (our SIGTERM landed as train was exiting, past its handler: its rows are written)
+    if code == 1 and why in ("minutes", "at_return", "at_measure") and _rl_games(overrides):
+        # an rl-games run stops at the end of its epoch and exits 1 (it cannot be resumed): stopped by the study at
+        # its goal or its clock, it ended as the study asked (its rows are written)
+        code = STOPPED
     if code not in (0, STOPPED, 2) or why == "stopped":
         return "stopped" if why == "stopped" else f"failed (exit {code}, log: {log.name})"
     progress.read(rows_path)
@@ -183,6 +187,11 @@ def run_one(root: str, study: Dict[str, Any], arm: str, seed: int, extra: List[s
         json.dump(record, f, indent=1)
     os.replace(os.path.join(folder, DONE + ".tmp"), os.path.join(folder, DONE))
     return why
+
+
+def _rl_games(overrides: List[str]) -> bool:
+    """Whether a run's overrides train with rl-games' learner (agent=rl_games, agent.backend=rl_games)."""
+    return any(word in ("agent=rl_games", "agent.backend=rl_games") for word in overrides)
 
 
 def gait_check(folder: str) -> Optional[Dict[str, Any]]:

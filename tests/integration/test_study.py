@@ -196,6 +196,24 @@ def test_a_run_that_stops_itself_is_an_outcome_but_a_refused_one_stops_the_study
     assert "healthy seed 1: isaac-ppo-train said:" in refused.stderr and "no_such_key" in refused.stderr
 
 
+def test_an_rl_games_run_the_study_stops_at_its_goal_is_done(tmp_path):
+    """rl-games' learner stops at the end of the epoch a SIGTERM arrives in and exits 1 (it cannot be resumed): when
+    the study sent it (at_return), the run ended as asked and is done, not failed (the memory proof's rl-games arm,
+    cfg/study/cartpole_memory.yaml, 2026-12-04)."""
+    definition = tmp_path / "peer.yaml"
+    definition.write_text(
+        "common: [task=Cartpole, sim=mujoco, diagnostics=off, num_envs=64, agent.minibatch_size=512, "
+        "max_iterations=200, eval.interval_env_steps=1024, eval.num_envs=8]\n"
+        "arms:\n  rl_games: [agent=rl_games]\n"
+        "seeds: [0]\nstop: {at_return: 1}\n")
+    result = study(tmp_path, "run", str(definition))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "rl_games seed 0: at_return" in result.stdout, result.stdout
+    folder = tmp_path / "study" / "peer" / "runs" / "rl_games" / "seed_0"
+    assert json.loads((folder / "study_done.json").read_text())["ended_by"] == "at_return"
+    assert len(rows(folder)) < 200  # stopped at its goal, not at the budget
+
+
 @pytest.mark.parametrize("packed", [True, False], ids=["pack", "folder"])
 def test_an_archived_study_is_done_on_a_fresh_machine_and_reports_from_its_archive(tmp_path, packed):
     """archive: each finished run's small files are archived out of runs_dir (a study carried in git across

@@ -14,6 +14,7 @@ from isaac_ppo.errors import UserError
 from isaac_ppo.io import rlgames_checkpoint
 from isaac_ppo.loop.rlgames import RlGamesPolicy
 
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")  # (torch >= 2.11 deprecates jit; rl-games scripts a helper)
 NUM_OBS, NUM_ACTIONS, HIDDEN = 6, 2, [24, 16]
 CASES = {
     "shared_lstm_before_mlp_layer_norm": dict(separate=False, rnn=dict(name="lstm", units=12, layers=1,
