@@ -53,8 +53,11 @@ def last(folder):
     return torch.load(os.path.join(folder, "checkpoints", "last.pt"), weights_only=False)
 
 
-def test_two_ranks_train_as_one_learner_and_resume_exactly(tmp_path):
-    straight = torchrun(tmp_path, "max_iterations=4", "save_interval_iterations=2", "experiment=straight")
+@pytest.mark.parametrize("network", [[], ["agent.network.rnn.name=lstm", "agent.network.rnn.units=16"]],
+                         ids=["feed_forward", "lstm"])
+def test_two_ranks_train_as_one_learner_and_resume_exactly(tmp_path, network):
+    """(lstm: each rank carries its own envs' recurrent states, saved per rank and restored by each)"""
+    straight = torchrun(tmp_path, "max_iterations=4", "save_interval_iterations=2", "experiment=straight", *network)
     assert straight.returncode == 0, straight.stderr
     folder = run_dir(tmp_path, "straight")
     assert sorted(os.listdir(tmp_path / "runs")) == ["straight"]
@@ -71,12 +74,15 @@ def test_two_ranks_train_as_one_learner_and_resume_exactly(tmp_path):
     state = last(folder)
     assert state["world_size"] == 2 and len(state["ranks"]) == 2
     assert not torch.equal(state["ranks"][0]["obs"], state["ranks"][1]["obs"])  # two different pools (seed + rank)
+    if network:
+        assert not torch.equal(state["ranks"][0]["hidden"], state["ranks"][1]["hidden"])
     assert state["model"]["obs_norm.count"] > 2 * 4 * 64 * 16  # every rank's batches were folded in
 
     # resumed from its checkpoint of iteration 2 and run to 4 again: every rank restores its envs and streams
     middle = os.path.join(folder, "checkpoints", "iter_000002.pt")
     assert torch.load(middle, weights_only=False)["counters"]["iteration"] == 2
-    resumed = torchrun(tmp_path, "max_iterations=4", "save_interval_iterations=2", "experiment=straight", f"resume={middle}")
+    resumed = torchrun(tmp_path, "max_iterations=4", "save_interval_iterations=2", "experiment=straight", *network,
+                       f"resume={middle}")
     assert resumed.returncode == 0, resumed.stderr
     parts = sorted(glob.glob(str(tmp_path / "runs" / "straight" / "*")))
     assert len(parts) == 2 and parts[0] == folder
