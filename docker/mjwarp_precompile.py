@@ -13,17 +13,35 @@ Run at image build (docker/Dockerfile with --build-arg EXTRAS=video,mjwarp), whe
    (warp.compile_aot_module; no GPU or driver needed) into the same cache, where a run on a GPU of that
    architecture finds it. A kernel MuJoCo Warp uses on CUDA only (none seen on the CPU pass) still compiles
    on the first run on the GPU; keep the cache on a volume to pay that once.
+   The (module, ARCH) compiles are independent: they run in PRECOMPILE_JOBS forked processes (default: one per
+   core this process may use), each writing its own files into the cache the way Warp's cache expects several
+   processes to (a build folder renamed into place). One NVRTC compile takes one core: on 2 cores the tasks'
+   modules (121 for 8 tasks, 123 for 9) took 308 s for one ARCH one at a time and 170 s two at a time, and the
+   default four ARCHs 642 s two at a time (2026-12-04: docs/docker.md). NVRTC leaves precompiled headers in /tmp,
+   which the Dockerfile removes in the same layer.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import time
 
+_JOBS: list = []  # (module, arch) pairs, inherited by the forked compilers
+
+
+def _compile(index: int) -> tuple:
+    """One ahead-of-time compile in a forked process; (arch, seconds)."""
+    import warp as wp
+
+    module, arch = _JOBS[index]
+    started = time.perf_counter()
+    wp.compile_aot_module(module, arch=arch)
+    return arch, time.perf_counter() - started
+
 
 def main(archs: list) -> int:
     import torch
-    import warp as wp
     from warp._src.context import user_modules
 
     from isaac_ppo.envs import make
@@ -37,11 +55,23 @@ def main(archs: list) -> int:
         env.step(torch.zeros(4, env.num_actions))
         print(f"[precompile] {task}: CPU kernels ready in {time.perf_counter() - started:.1f} s", flush=True)
     loaded = [module for module in list(user_modules.values()) if module.execs]
-    for arch in archs:
-        started = time.perf_counter()
-        for module in loaded:
-            wp.compile_aot_module(module, arch=int(arch))
-        print(f"[precompile] sm_{arch}: {len(loaded)} modules in {time.perf_counter() - started:.1f} s", flush=True)
+    _JOBS[:] = [(module, int(arch)) for arch in archs for module in loaded]
+    workers = min(int(os.environ.get("PRECOMPILE_JOBS") or len(os.sched_getaffinity(0))), max(len(_JOBS), 1))
+    started = time.perf_counter()
+    seconds = {int(arch): 0.0 for arch in archs}  # each ARCH's compile time summed over its modules
+    if workers > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            for arch, spent in pool.imap_unordered(_compile, range(len(_JOBS))):
+                seconds[arch] += spent
+    else:
+        for index in range(len(_JOBS)):
+            arch, spent = _compile(index)
+            seconds[arch] += spent
+    for arch, spent in seconds.items():
+        print(f"[precompile] sm_{arch}: {len(loaded)} modules, {spent:.1f} s of compiling", flush=True)
+    if archs:
+        print(f"[precompile] {len(archs)} arch(s) x {len(loaded)} modules in {time.perf_counter() - started:.1f} s "
+              f"on {workers} process(es)", flush=True)
     return 0
 
 

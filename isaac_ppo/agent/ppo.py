@@ -156,7 +156,7 @@ class PPO:
             for ids in order.split(size):
                 yield {name: value[ids] for name, value in data.items()}
         else:
-            for ids in order.tensor_split(split):
+            for ids in order.tensor_split(min(split, rows)):  # (a later plan asking more: one chunk a minibatch)
                 yield {name: value[ids] if name == "hidden" else value[:, ids] for name, value in data.items()}
 
     def _forward(self, mb: Dict[str, torch.Tensor]) -> Any:

@@ -134,8 +134,8 @@ class WarpSim:
         self._select(ids)
         kept = {name: value.clone() for name, value in self.derived.items()}
         self._replay(self._forward_graph)
-        chosen = self._selected.unsqueeze(1)
-        for name, value in self.derived.items():
+        for name, value in self.derived.items():  # (a field of any rank: sensordata (n, k), xmat (n, nbody, 3, 3))
+            chosen = self._selected.view((-1,) + (1,) * (value.dim() - 1))
             torch.where(chosen, value, kept[name], out=value)
 
     def flagged(self, n: int) -> Optional[torch.Tensor]:

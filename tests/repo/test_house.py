@@ -160,3 +160,15 @@ def test_every_module_opens_with_what_it_is_for():
     for name, path in _modules().items():
         doc = ast.get_docstring(ast.parse(path.read_text()))
         assert doc and len(doc.splitlines()[0]) > 20, f"{name} has no opening docstring naming its concern"
+
+
+def test_every_package_ships_in_the_wheel():
+    """Every folder with an __init__.py under isaac_ppo/ and tasks/ is in pyproject.toml's packages list: a folder
+    left out installs from a checkout in editable mode and is missing from the wheel (a new task family's
+    Quadcopter was, until the MuJoCo Warp image's build imported it, 2026-12-04)."""
+    import re
+
+    text = (ROOT / "pyproject.toml").read_text()
+    listed = set(re.findall(r'"(isaac_ppo[\w.]*)"', text.split("packages = [", 1)[1].split("]", 1)[0]))
+    folders = {_module_name(init) for init in list(PACKAGE.rglob("__init__.py")) + list(TASKS.rglob("__init__.py"))}
+    assert folders - listed == set(), sorted(folders - listed)
