@@ -58,6 +58,9 @@ class MujocoTask:
     critic_obs = 0
     # derived MjData fields the task reads besides qpos/qvel (bound once, refreshed by every simulator call)
     derived_fields: Tuple[str, ...] = ()
+    # IsaacGymEnvs' key of the episode length in control steps (episodeLength; BallBalance and Quadcopter:
+    # maxEpisodeLength)
+    episode_length_key = "episodeLength"
     # per-env tensors a checkpoint carries, beside the simulation state rows, so a resumed run continues exactly
     state_buffers: Tuple[str, ...] = ("progress", "last_actions")
 
@@ -149,9 +152,9 @@ class MujocoTask:
     @classmethod
     def episode_overrides(cls, cfg: Mapping[str, Any], steps: int) -> Dict[str, Any]:
         """The task overrides (make()'s keywords) under which its episodes last `steps` control steps (cfg: its
-        task config): IsaacGymEnvs' env.episodeLength; a task that names it otherwise, or gives it in seconds,
-        says so. The inverse of episode_length_steps."""
-        return {"episodeLength": steps}
+        task config): IsaacGymEnvs' env.<episode_length_key>; a task that gives it in seconds says so. The inverse
+        of episode_length_steps."""
+        return {cls.episode_length_key: steps}
 
     def make_terminal(self, ids: Selection) -> None:
         """Put envs ids into a state this task ends as terminal on the next step (a fall, a drop, a success that
@@ -159,9 +162,9 @@ class MujocoTask:
         raise NotImplementedError(f"{type(self).__name__} names no terminal state (make_terminal)")
 
     def episode_length_steps(self) -> int:
-        """Control steps an episode lasts before its time-out (IsaacGymEnvs' env.episodeLength; a task that gives
-        its episodes in seconds converts them)."""
-        return int(self.cfg["env"]["episodeLength"])
+        """Control steps an episode lasts before its time-out (IsaacGymEnvs' env.<episode_length_key>; a task that
+        gives its episodes in seconds converts them)."""
+        return int(self.cfg["env"][self.episode_length_key])
 
     def set_controls(self, actions: torch.Tensor, n: int) -> None:
         """Write the controls of the first n envs from their clipped actions: motor torques, actions x powerScale

@@ -32,7 +32,7 @@ from typing import Any, Tuple
 
 import torch
 
-from isaac_ppo.domains import integer, positive
+from isaac_ppo.domains import integer
 from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.tasks.base import MujocoTask, Selection
 
@@ -63,12 +63,7 @@ class Quadcopter(MujocoTask):
     derived_fields: Tuple[str, ...] = ("xfrc_applied",)
     state_buffers = MujocoTask.state_buffers + ("targets", "thrusts")
 
-    def episode_length_steps(self) -> int:
-        return int(self.cfg["env"]["maxEpisodeLength"])  # (IsaacGymEnvs' key name for this task)
-
-    @classmethod
-    def episode_overrides(cls, cfg: Any, steps: int) -> dict:
-        return {"maxEpisodeLength": steps}
+    episode_length_key = "maxEpisodeLength"  # (IsaacGymEnvs' key name for this task)
 
     def make_terminal(self, ids: Selection) -> None:
         """The chassis on the floor, below 0.3 m."""

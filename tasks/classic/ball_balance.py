@@ -24,7 +24,7 @@ position, quaternion (w, x, y, z), linear and angular velocity, the knees' posit
 from __future__ import annotations
 
 import math
-from typing import Any, Tuple
+from typing import Tuple
 
 import torch
 
@@ -60,12 +60,7 @@ class BallBalance(MujocoTask):
     derived_fields: Tuple[str, ...] = ("sensordata",)
     state_buffers = MujocoTask.state_buffers + ("targets",)
 
-    def episode_length_steps(self) -> int:
-        return int(self.cfg["env"]["maxEpisodeLength"])  # (IsaacGymEnvs' key name for this task)
-
-    @classmethod
-    def episode_overrides(cls, cfg: Any, steps: int) -> dict:
-        return {"maxEpisodeLength": steps}
+    episode_length_key = "maxEpisodeLength"  # (IsaacGymEnvs' key name for this task)
 
     def make_terminal(self, ids: Selection) -> None:
         """The ball beside the robot, its centre below 1.5 radii (0.15 m)."""
