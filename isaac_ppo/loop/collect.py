@@ -95,7 +95,7 @@ class SyncCollector:
         for t in range(plan.rollout_length):
             if hidden is not None and t % self.seq_length == 0:
                 buf.hidden[t // self.seq_length] = hidden
-            mu, log_std, value, next_hidden = evaluate(model, obs, states, hidden)
+            mu, log_std, value, next_hidden = model.step(obs, states, hidden)
             noise = torch.randn(mu.shape, generator=self.generator, device=mu.device, dtype=mu.dtype)
             actions = mu + log_std.exp() * noise
             buf.obs[t] = obs
@@ -131,7 +131,7 @@ class SyncCollector:
         self.obs, self.states = obs, states
         if hidden is not None:
             self.hidden[:n] = hidden
-        last_values = model.denormalize_value(evaluate(model, obs, states, hidden)[2])
+        last_values = model.denormalize_value(model.step(obs, states, hidden)[2])
         if deferred is not None:
             buf.rewards[-1] += self.gamma * last_values * deferred
         self._check_finite(buf, obs, states)
@@ -152,10 +152,10 @@ class SyncCollector:
             if ids.numel():
                 states = final_states[ids] if final_states is not None else None
                 rows = hidden[ids] if hidden is not None else None
-                values[ids] = model.denormalize_value(evaluate(model, final_obs[ids], states, rows)[2])
+                values[ids] = model.denormalize_value(model.step(final_obs[ids], states, rows)[2])
             return values
         # on a GPU a masked evaluation would sync every step: evaluate all rows instead
-        return model.denormalize_value(evaluate(model, final_obs, final_states, hidden)[2]) * time_outs
+        return model.denormalize_value(model.step(final_obs, final_states, hidden)[2]) * time_outs
 
     def _check_finite(self, buf: RolloutBuffer, last_obs: torch.Tensor,
                       last_states: Optional[torch.Tensor] = None) -> None:
@@ -175,13 +175,6 @@ class SyncCollector:
                 "non-finite reward (env reward times agent.reward_scale, or a time-out's bootstrapped value): "
                 "training stopped"
             )
-
-
-def evaluate(model: ActorCritic, obs: torch.Tensor, states: Optional[torch.Tensor],
-             hidden: Optional[torch.Tensor] = None) -> Any:
-    """model's (mu, log_std, value, next hidden) for obs, its critic given the env's critic observations when there
-    are any, a recurrent model stepped from `hidden` (a feed-forward model's forward, hidden passed through)."""
-    return model.step(obs, states, hidden)
 
 
 @dataclasses.dataclass

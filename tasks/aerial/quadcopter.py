@@ -35,6 +35,7 @@ import torch
 from isaac_ppo.domains import integer
 from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.tasks.base import MujocoTask, Selection
+from isaac_ppo.tasks.legged.common import rotate
 
 TARGET = (0.0, 0.0, 1.0)  # m: where IsaacGymEnvs wants the chassis
 HINGES = slice(7, 15)  # qpos columns of the 8 hinges (free joint 0:7), IsaacGymEnvs' DOF order
@@ -144,12 +145,6 @@ class Quadcopter(MujocoTask):
         self.qpos[ids, HINGES] = hinges.to(self.qpos.dtype)
         self.targets[ids] = hinges
         self.thrusts[ids] = 0.0
-
-
-def rotate(quat: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """R(quat) v for quaternions (w, x, y, z)."""
-    w, xyz = quat[:, :1], quat[:, 1:]
-    return v * (2.0 * w * w - 1.0) + torch.cross(xyz, v, dim=1) * w * 2.0 + xyz * (xyz * v).sum(1, keepdim=True) * 2.0
 
 
 def quadcopter_reward(position: torch.Tensor, quat: torch.Tensor, angvel: torch.Tensor) -> Tuple[Any, ...]:
