@@ -1,2 +1,2 @@
-"""The flying tasks (Quadcopter): actuation by forces on bodies (rotor thrust through MuJoCo's xfrc_applied);
-each task's module declares its spec and assets/ holds its model."""
+"""The flying tasks (Quadcopter, Ingenuity): actuation by forces on bodies (rotor thrust through MuJoCo's
+xfrc_applied); common.py holds what they share, each task's module declares its spec and assets/ holds its model."""

@@ -34,7 +34,8 @@ import torch
 
 from isaac_ppo.domains import integer
 from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
-from isaac_ppo.tasks.base import MujocoTask, Selection
+from isaac_ppo.tasks.aerial.common import FlyingTask, hover_reward
+from isaac_ppo.tasks.base import Selection
 from isaac_ppo.tasks.legged.common import rotate
 
 TARGET = (0.0, 0.0, 1.0)  # m: where IsaacGymEnvs wants the chassis
@@ -42,13 +43,12 @@ HINGES = slice(7, 15)  # qpos columns of the 8 hinges (free joint 0:7), IsaacGym
 HINGE_VELOCITIES = slice(6, 14)
 ROTOR_BODIES = (3, 5, 7, 9)  # model body ids of rotor0-3 (world 0, chassis 1, then arm i, rotor i)
 ARM_YAW_DEG = (45.0, 135.0, 225.0, 315.0)  # each arm's yaw on the chassis (the model's body quaternions)
-MAX_ANGULAR_SPEED = 4.0 * math.pi  # rad/s: IsaacGymEnvs' asset option max_angular_velocity
 TARGET_SPEED = 8.0 * math.pi  # rad/s per unit action: dof_action_speed_scale
 THRUST_SPEED = 200.0  # N/s per unit action: thrust_action_speed_scale
 MAX_THRUST = 2.0  # N per rotor
 
 
-class Quadcopter(MujocoTask):
+class Quadcopter(FlyingTask):
     # speed scales are IsaacGymEnvs' constants (not config keys there): only its episode length is a parameter
     spec = TaskSpec(
         name="Quadcopter", model="assets/quadcopter.xml",
@@ -59,12 +59,7 @@ class Quadcopter(MujocoTask):
     )
     num_obs = 21
     num_actions = 12
-    # xfrc_applied: an input, the forces the task writes on the rotors, bound as the derived fields are (a view of
-    # the simulator's array, cleared by its reset)
-    derived_fields: Tuple[str, ...] = ("xfrc_applied",)
-    state_buffers = MujocoTask.state_buffers + ("targets", "thrusts")
-
-    episode_length_key = "maxEpisodeLength"  # (IsaacGymEnvs' key name for this task)
+    state_buffers = FlyingTask.state_buffers + ("targets", "thrusts")
 
     def make_terminal(self, ids: Selection) -> None:
         """The chassis on the floor, below 0.3 m."""
@@ -79,9 +74,7 @@ class Quadcopter(MujocoTask):
         self.goal = torch.tensor(TARGET, device=on)
         self.rotor_bodies = torch.tensor(ROTOR_BODIES, device=on)
         self.arm_yaw = torch.tensor(ARM_YAW_DEG, device=on) * (math.pi / 180.0)
-        limits = torch.full((model.nv,), math.inf, dtype=self.qvel.dtype, device=on)
-        limits[3:6] = MAX_ANGULAR_SPEED  # (the free joint's angular velocity)
-        self.velocity_limits = limits
+        self.cap_angular_speed()
 
     def set_controls(self, actions: torch.Tensor, n: int) -> None:
         """IsaacGymEnvs' pre_physics_step: targets and thrusts integrate the actions, clamped; each thrust along its
@@ -111,20 +104,11 @@ class Quadcopter(MujocoTask):
         quat = qpos[:, 3:7].unsqueeze(1).expand(-1, 4, -1).reshape(-1, 4)
         return rotate(quat, local.reshape(-1, 3)).view(-1, 4, 3)
 
-    def chassis(self, sel: Selection) -> Tuple[torch.Tensor, ...]:
-        """The chassis' position, quaternion (w, x, y, z), world linear and angular velocities, float32."""
-        qpos, qvel = self.qpos[sel].float(), self.qvel[sel].float()
-        quat = qpos[:, 3:7]
-        return qpos[:, 0:3], quat, qvel[:, 0:3], rotate(quat, qvel[:, 3:6])
-
     # ----------------------------------------------------------------------------------------------
     # the task
 
     def compute_observations(self, sel: Selection) -> torch.Tensor:
-        position, quat, linvel, angvel = self.chassis(sel)
-        xyzw = torch.cat((quat[:, 1:4], quat[:, 0:1]), dim=1)  # (Isaac Gym's order)
-        return torch.cat(((self.goal - position) / 3.0, xyzw, linvel / 2.0, angvel / math.pi,
-                          self.qpos[sel][:, HINGES].float()), dim=1)
+        return torch.cat((self.chassis_observations(sel, self.goal), self.qpos[sel][:, HINGES].float()), dim=1)
 
     def compute_reward(self, obs: torch.Tensor, sel: Selection) -> Tuple[torch.Tensor, torch.Tensor]:
         position, quat, _, angvel = self.chassis(sel)
@@ -152,14 +136,6 @@ def quadcopter_reward(position: torch.Tensor, quat: torch.Tensor, angvel: torch.
     tilt) of each chassis; quat (w, x, y, z), angvel in the world frame."""
     x, y, z = position.unbind(dim=1)
     distance = torch.sqrt(x * x + y * y + (1.0 - z) * (1.0 - z))
-    position_reward = 1.0 / (1.0 + distance * distance)
-    w, qx, qy, _ = quat.unbind(dim=1)
-    up_z = 1.0 - 2.0 * (qx * qx + qy * qy)  # quat_axis(q, 2)'s z: the body z axis' world z
-    tilt = (1.0 - up_z).abs()
-    up_reward = 1.0 / (1.0 + tilt * tilt)
-    spin = angvel[:, 2].abs()
-    spin_reward = 1.0 / (1.0 + spin * spin)
-    reward = position_reward + position_reward * (up_reward + spin_reward)
+    reward, terms, tilt = hover_reward(distance, quat, angvel, upright_scale=1.0)
     terminated = (distance > 3.0) | (z < 0.3)
-    terms = {"position": position_reward, "upright": position_reward * up_reward, "spin": position_reward * spin_reward}
     return reward, terminated, terms, distance, tilt
