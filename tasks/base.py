@@ -58,7 +58,7 @@ class MujocoTask:
     critic_obs = 0
     # derived MjData fields the task reads besides qpos/qvel (bound once, refreshed by every simulator call)
     derived_fields: Tuple[str, ...] = ()
-    # IsaacGymEnvs' key of the episode length in control steps (episodeLength; BallBalance and Quadcopter:
+    # IsaacGymEnvs' key of the episode length in control steps (episodeLength; BallBalance and the flying tasks:
     # maxEpisodeLength)
     episode_length_key = "episodeLength"
     # per-env tensors a checkpoint carries, beside the simulation state rows, so a resumed run continues exactly
