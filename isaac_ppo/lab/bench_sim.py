@@ -5,7 +5,9 @@ and reports ``env_steps_per_s``. On the MuJoCo backends it also steps a bare sim
 substeps (``raw=true``): a ``mujoco.batch.Batch`` on sim=mujoco, a MuJoCo Warp Data replaying the recorded
 substep graph on sim=mjwarp; interleaved with the env in blocks within the same run, each block started from the
 env's own states (fallen robots reset, as the env sees them), and reports the contract's overhead over it
-(``contract_overhead`` = raw rate / env rate - 1).
+(``contract_overhead`` = raw rate / env rate - 1). The bare simulator's controls are the actions x powerScale where
+the task's actions are its actuators' controls (one each); a task whose actions mean something else (rotor forces,
+an operational-space controller: Quadcopter, Ingenuity, FrankaCubeStack) holds the controls its env last set.
 
 Threads are training's by default (torch_threads=1: collection runs torch on collect_torch_threads=1, the
 update on torch_threads), so the figure is the one a training run's collection sees; the JSON states them.
@@ -100,6 +102,14 @@ def _synchronize(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
+def raw_controls(env: Any, actions: List[Any]) -> List[Any]:
+    """The bare simulator's controls for these actions: actions x powerScale where an action is one actuator's
+    control, else the env's last controls (its set_controls' output, held)."""
+    if env.num_actions == env.model.nu:
+        return [a.to(env.ctrl.device) * env.power_scale for a in actions]
+    return [env.ctrl.clone()] * len(actions)
+
+
 class RawBatch:
     """A bare mujoco.batch.Batch of the env's model: controls in, substeps, nothing else."""
 
@@ -114,7 +124,7 @@ class RawBatch:
     def run(self, actions: List[Any]) -> float:
         """Step once per action tensor from the env's current states; seconds spent stepping."""
         self.batch.state[:] = self.env.sim.batch.state
-        controls = [a.cpu().numpy() * self.env.power_scale for a in actions]
+        controls = [c.cpu().numpy() for c in raw_controls(self.env, actions)]
         t0 = time.perf_counter()
         for control in controls:
             self.ctrl[:] = control
@@ -138,7 +148,7 @@ class RawWarp:
     def run(self, actions: List[Any]) -> float:
         for mine, envs in zip(self.sim.state_rows, self.env.sim.state_rows):
             mine.copy_(envs)
-        controls = [a.to(self.env.sim_device) * self.env.power_scale for a in actions]
+        controls = [c.to(self.env.sim_device) for c in raw_controls(self.env, actions)]
         _synchronize(self.env.sim_device)
         t0 = time.perf_counter()
         for control in controls:
