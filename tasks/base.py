@@ -33,6 +33,7 @@ import torch
 from isaac_ppo.envs.contract import StepResult, check_actions, check_active, check_num_envs, nonfinite_rows
 from isaac_ppo.errors import UserError
 from isaac_ppo.envs.registry import INTEGRATORS, TaskSpec
+from isaac_ppo.tasks.randomizer import randomizer_of
 
 
 def integrator(name: Any) -> int:
@@ -119,13 +120,18 @@ class MujocoTask:
             # a 1/60 s step then keeps the 0.02 s floor of the finer steps; whether that stays stable is measured)
             self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_REFSAFE)
         self.configure_model(self.model)
+        # IsaacGymEnvs' domain randomisation (task.randomize), None when off: its fields take a value per env too
+        self.randomizer = randomizer_of(self)
+        fields = self.per_env_model_fields() + (self.randomizer.fields if self.randomizer else ())
         self.sim = make_sim(sim, self.model, self.num_envs, self.derived_fields, sim_cfg, self.device,
-                            self.per_env_model_fields())
+                            tuple(dict.fromkeys(fields)))
         self.sim_device = self.sim.device  # where the state lives and the task's torch functions run
         # the simulator's torch views, no copies (float64 on mujoco.batch, float32 on MuJoCo Warp)
         self.qpos, self.qvel, self.ctrl, self.derived = self.sim.qpos, self.sim.qvel, self.sim.ctrl, self.sim.derived
 
         self.generator = torch.Generator(device=self.sim_device).manual_seed(int(seed))
+        if self.randomizer is not None:
+            self.randomizer.bind(self, seed)
         self.progress = torch.zeros(self.num_envs, dtype=torch.long, device=self.sim_device)
         self.last_actions = torch.zeros(self.num_envs, self.num_actions, device=self.sim_device)
         # staging buffer for everything a step returns: [obs | final_obs | states | final_states | reward | reset |
@@ -246,6 +252,8 @@ class MujocoTask:
         # the staging buffer's columns: observations, final observations, states, final states, then the flags
         states_at, final_states_at, flags_at = 2 * num_obs, 2 * num_obs + num_states, 2 * (num_obs + num_states)
         actions = check_actions(actions, n, self.num_actions).to(self.sim_device, torch.float32)
+        if self.randomizer is not None:  # (IsaacGymEnvs' action noise: before the clip)
+            actions = self.randomizer.noisy("actions", actions, slice(0, n))
         actions = actions.clamp(-self.clip_actions, self.clip_actions)
         self.last_actions[:n] = actions
         self.set_controls(actions, n)
@@ -257,6 +265,8 @@ class MujocoTask:
                 qvel = self.qvel[:n]
                 torch.maximum(torch.minimum(qvel, self.velocity_limits), -self.velocity_limits, out=qvel)
         self.progress[:n] += 1
+        if self.randomizer is not None:
+            self.randomizer.count(n)
         self.after_physics(n)
 
         active = slice(0, n)
@@ -264,6 +274,8 @@ class MujocoTask:
         rew, terminated = self.compute_reward(obs, active)
         states = self.compute_states(obs, active) if num_states else None
         time_out = (self.progress[:n] >= self.max_episode_length) & ~terminated
+        if self.randomizer is not None:  # (after the reward, out of place: the noise is on what the policy sees)
+            obs = self.randomizer.noisy("observations", obs, active)
         diverged = self._diverged(n, obs, rew)
         diverged_count = int(diverged.sum())
         if diverged_count:
@@ -287,9 +299,10 @@ class MujocoTask:
             self.reset_idx(reset_ids, diverged[reset_ids])
             # out of place: a task's measures may be views of obs (FrankaCabinet's opening is its obs 21), and an
             # ending step's must stay its episode's (a copy of obs on the steps that reset, none on the others)
-            obs = obs.index_put((reset_ids,), self.compute_observations(reset_ids))
+            fresh = self.compute_observations(reset_ids)
+            obs = obs.index_put((reset_ids,), self._seen(fresh, reset_ids))
             if states is not None:
-                states[reset_ids] = self.compute_states(obs[reset_ids], reset_ids)
+                states[reset_ids] = self.compute_states(fresh, reset_ids)
         self._clip_into(out[:, :num_obs], obs)
         if states is not None:
             self._clip_into(out[:, states_at:final_states_at], states)
@@ -322,6 +335,8 @@ class MujocoTask:
     def state_dict(self) -> Dict[str, Any]:
         """Everything the next step depends on: state rows, episode counters, task buffers, reset RNG."""
         state: Dict[str, Any] = {name: getattr(self, name).clone() for name in self.state_buffers}
+        if self.randomizer is not None:
+            state["randomizer"] = self.randomizer.state_dict()
         state.update(
             sim_state=self.sim.get_state(),
             generator=self.generator.get_state(),
@@ -339,6 +354,8 @@ class MujocoTask:
                 "num_envs and sim"
             )
         self.sim.set_state(state["sim_state"])
+        if self.randomizer is not None:
+            self.randomizer.load_state_dict(state["randomizer"])
         for name in self.state_buffers:
             getattr(self, name).copy_(state[name])
         self.generator.set_state(state["generator"])
@@ -355,6 +372,8 @@ class MujocoTask:
         # written refreshes the derived fields (sensors) the first observation reads
         self.before_reset(ids, diverged)
         self.sim.reset(ids)
+        if self.randomizer is not None:  # (IsaacGymEnvs re-draws at resets)
+            self.randomizer.on_reset(ids)
         self.reset_state(ids)
         if self.derived_fields:
             self.sim.forward(ids)
@@ -365,11 +384,15 @@ class MujocoTask:
         """The observation dict of the envs in sel (with their critic observations when asymmetric), clipped, on
         the learner's device."""
         obs = self.compute_observations(sel)
-        out = {"obs": obs}
+        out = {"obs": self._seen(obs, sel)}
         if self.num_states:
             out["states"] = self.compute_states(obs, sel)
         return {key: (value.clamp(-self.clip_obs, self.clip_obs) if math.isfinite(self.clip_obs) else value
                       ).to(self.device) for key, value in out.items()}
+
+    def _seen(self, obs: torch.Tensor, sel: Selection) -> torch.Tensor:
+        """The observations as the policy sees them: with the randomisation's noise, if any."""
+        return obs if self.randomizer is None else self.randomizer.noisy("observations", obs, sel)
 
     def _zeroed(self, per_env: Dict[str, torch.Tensor], diverged: torch.Tensor,
                 diverged_count: int) -> Dict[str, torch.Tensor]:

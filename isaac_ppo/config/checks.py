@@ -110,6 +110,8 @@ def check(cfg: DictConfig) -> None:
 
 
 OWN_TASK_KEYS = ("name", "entry_point", "solve_thresholds")  # a task node's keys that are no parameter of the task
+# IsaacGymEnvs' randomization_params: a tree of its own schema (tasks/randomization.py reads and checks it)
+RANDOMIZATION_KEYS = "task.randomization_params."
 
 
 def check_task_parameters(task: Dict[str, Any], port: bool = True) -> None:
@@ -125,7 +127,8 @@ def check_task_parameters(task: Dict[str, Any], port: bool = True) -> None:
     declared = None if as_shipped(task) else task_domains(task)
     if declared is not None:
         check_solve_measures(task["name"], task.get("solve_measures") or {}, declared)
-        values = domains.flat(task)
+        values = {key: value for key, value in domains.flat(task).items()
+                  if not key.startswith(RANDOMIZATION_KEYS)}  # (its own schema: check_randomization)
         if port:
             unread = sorted(key for key in values if key not in declared and key not in OWN_TASK_KEYS
                             and not key.startswith("solve_measures."))
@@ -135,6 +138,24 @@ def check_task_parameters(task: Dict[str, Any], port: bool = True) -> None:
                                 f"{domains.did_you_mean('task.' + unread[0], known)}; its MuJoCo port reads only "
                                 "what its spec declares")
         domains.check(values, declared, prefix="task.")
+        if port:
+            check_randomization(task)
+
+
+def check_randomization(task: Dict[str, Any]) -> None:
+    """IsaacGymEnvs' domain randomisation on the port: its randomization_params read by their schema (one line for
+    the first wrong key), its actors the task's (its spec's actors); randomize=true needs the block."""
+    node = task.get("task") or {}
+    if "randomization_params" not in node and not node.get("randomize"):
+        return
+    from isaac_ppo.envs import registry
+    from isaac_ppo.tasks.randomization import PREFIX, read_plan
+
+    if "randomization_params" not in node:
+        raise UserError(f"task.task.randomize=true: task {task['name']} has no {PREFIX} block (IsaacGymEnvs' has "
+                        "none either): give one, or leave randomize false")
+    spec = registry.spec_of_node(task)
+    read_plan(node["randomization_params"], tuple(spec.actors) if spec is not None else ())
 
 
 def runs_the_port(sim: str) -> bool:

@@ -40,6 +40,8 @@ PORT_DOMAINS: Dict[str, Domain] = {
     "mujoco.nthread": integer(0),
     "mujoco.max_abs_qvel": positive(), "mujoco.max_abs_reward": positive(),
     "mujoco.nconmax": integer(1), "mujoco.njmax": integer(1),
+    # IsaacGymEnvs' switch of its domain randomisation (its randomization_params: tasks/randomization.py checks them)
+    "task.randomize": boolean(),
 }
 
 
@@ -81,6 +83,9 @@ class TaskSpec:
     gpu_kit_envs: Tuple[int, ...] = (4096, 16384)  # the GPU kit's throughput sizes
     gpu_kit_memory_envs: Tuple[int, ...] = (1024, 4096, 16384)  # and its memory sizes
     contract: ContractFacts = ContractFacts()
+    # IsaacGymEnvs' actor names (its randomization_params' actor_params keys) -> the root body of each in the
+    # port's model: what domain randomisation randomises (tasks/randomization.py); empty: none
+    actors: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.gait is not None and self.gait.kind not in GAIT_KINDS:

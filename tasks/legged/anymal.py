@@ -39,6 +39,7 @@ class Anymal(LeggedTask):
         name="Anymal", model="assets/anymal.xml", domains=ANYMAL_DOMAINS,
         reward_terms=("lin_vel_xy", "ang_vel_z", "torque", "clip"),  # (no death cost: a fall just ends the episode)
         gait=Gait("velocity_tracking"),
+        actors={"anymal": "base"},
         contract=ContractFacts(last_actions_in_obs=True, reset_column=0),  # (0: x velocity, 0 at a start)
     )
     num_obs = 48

@@ -126,6 +126,7 @@ class AnymalTerrain(LeggedTask):
         # noise of +-0.2 at a reset
         contract=ContractFacts(overrides={"terrain": {"seed": 11}}, noiseless={"learn": {"addNoise": False}},
                                last_actions_in_obs=True, reset_column=0, reset_noise=0.2),
+        actors={"anymal": "base"},
     )
     num_obs = 188
     num_actions = 12

@@ -22,7 +22,8 @@ from isaac_ppo.tasks.locomotion.common import LOCOMOTION_DOMAINS, LOCOMOTION_REW
 class Ant(LocomotionTask):
     spec = TaskSpec(name="Ant", model="assets/ant.xml", domains=LOCOMOTION_DOMAINS,
                     reward_terms=LOCOMOTION_REWARD_TERMS, gait=Gait("torso_speed"),
-                    contract=ContractFacts(last_actions_in_obs=True, reset_column=0))  # (0: the start height)
+                    contract=ContractFacts(last_actions_in_obs=True, reset_column=0),  # (0: the start height)
+                    actors={"ant": "torso"})
     num_obs = 60
     num_actions = 8
     alive_reward = 0.5

@@ -24,7 +24,8 @@ from isaac_ppo.tasks.locomotion.common import LOCOMOTION_DOMAINS, LOCOMOTION_REW
 class Humanoid(LocomotionTask):
     spec = TaskSpec(name="Humanoid", model="assets/humanoid.xml", domains=LOCOMOTION_DOMAINS,
                     reward_terms=LOCOMOTION_REWARD_TERMS, gait=Gait("torso_speed"),
-                    contract=ContractFacts(last_actions_in_obs=True, reset_column=0))  # (0: the start height)
+                    contract=ContractFacts(last_actions_in_obs=True, reset_column=0),  # (0: the start height)
+                    actors={"humanoid": "torso"})
     num_obs = 108
     num_actions = 21
     derived_fields = ("sensordata", "qfrc_actuator")

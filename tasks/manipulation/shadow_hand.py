@@ -75,6 +75,7 @@ SHADOW_HAND_DOMAINS = {
 class ShadowHand(MujocoTask):
     spec = TaskSpec(
         name="ShadowHand", model="assets/shadow_hand.xml", domains=SHADOW_HAND_DOMAINS,
+        actors={"hand": "robot0:hand mount", "object": "object"},
         reward_terms=("distance", "rotation", "action_penalty", "success_bonus", "fall_penalty"),
         critic_observations="full_state's 211 (IsaacGymEnvs' states)",
         gait=Gait("block"),

@@ -69,6 +69,16 @@ class BatchSim:
             return torch.from_numpy(counts.any(axis=1))
         return None
 
+    def set_const(self) -> None:
+        """Recompute what MuJoCo derives from the mass fields (mj_setConst), per simulation: after writing them."""
+        self.batch.set_const()
+
+    def set_gravity(self, gravity: Any) -> None:
+        """One gravity (m/s^2, 3) for every simulation (domain randomisation's sim_params: one scene's)."""
+        if not hasattr(self, "_gravity"):
+            self._gravity = self.batch.expand("opt.gravity")
+        self._gravity[:] = np.asarray(gravity, dtype=np.float64)
+
     def get_state(self) -> torch.Tensor:
         return torch.from_numpy(self.batch.state.copy())
 

@@ -147,6 +147,16 @@ class WarpSim:
                 mask[bad] = True
         return mask
 
+    def set_const(self) -> None:
+        """Recompute what MuJoCo derives from the mass fields (mujoco_warp.set_const), per world."""
+        with self.wp.ScopedDevice(self.wp_device):
+            self.mjw.set_const(self.m, self.d)
+
+    def set_gravity(self, gravity: Any) -> None:
+        """One gravity (m/s^2, 3) for every world (domain randomisation's sim_params: one scene's), in place."""
+        view = self.wp.to_torch(self.m.opt.gravity)
+        view.copy_(torch.as_tensor(gravity, dtype=view.dtype).expand_as(view))
+
     def get_state(self) -> torch.Tensor:
         return torch.cat([row.reshape(self.num_envs, -1) for row in self._rows], dim=1).to("cpu", copy=True)
 

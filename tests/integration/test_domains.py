@@ -14,11 +14,12 @@ import torch
 from omegaconf import OmegaConf
 
 from isaac_ppo.config import load
-from isaac_ppo.config.checks import RUN_DOMAINS
+from isaac_ppo.config.checks import RANDOMIZATION_KEYS, RUN_DOMAINS
 from isaac_ppo.config.compose import compose_config
 from isaac_ppo.domains import boolean, check, flat, pair, proportions, real, thresholds
 from isaac_ppo.errors import UserError
 from isaac_ppo.envs.registry import registered_tasks, spec
+from isaac_ppo.tasks.randomization import read_plan
 
 SMALL = ["num_envs=64", "agent.minibatch_size=256", "max_iterations=1", "sim=mujoco"]
 
@@ -147,8 +148,13 @@ def test_a_measure_a_task_can_be_solved_by_is_one_its_evaluation_reports(task):
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_every_task_parameter_has_a_declared_domain(task):
     values = flat(OmegaConf.to_container(compose_config([f"task={task}"]).task, resolve=True))
-    undeclared = set(values) - set(parameter_domains(task)) - {"name", "entry_point", "solve_thresholds"}
+    undeclared = {key for key in set(values) - set(parameter_domains(task)) - {"name", "entry_point", "solve_thresholds"}
+                  if not key.startswith(RANDOMIZATION_KEYS)}
     assert not undeclared, f"{task}: no domain for {sorted(undeclared)} (declare it in its spec's domains)"
+    # IsaacGymEnvs' randomisation block, where the task has one: its own schema, with the task's actors
+    block = OmegaConf.to_container(compose_config([f"task={task}"]).task, resolve=True).get("task", {})
+    if "randomization_params" in block:
+        read_plan(block["randomization_params"], tuple(spec(task).actors))
     # every shipped value inside its domain: what lets the config checks take a task node that is its YAML unchanged
     # without loading the spec (config/checks.py as_shipped)
     check(values, parameter_domains(task), prefix="task.")
