@@ -121,7 +121,7 @@ def test_a_huge_finite_state_is_caught_on_its_step_and_moves_no_statistic():
 
 
 def test_bad_input_is_refused_with_one_clear_message():
-    with pytest.raises(UserError, match="unknown task 'Walker'; available tasks: Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, FrankaCubeStack, Humanoid, Ingenuity, Quadcopter, ShadowHand"):
+    with pytest.raises(UserError, match="unknown task 'Walker'; available tasks: AllegroHand, Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, FrankaCubeStack, Humanoid, Ingenuity, Quadcopter, ShadowHand"):
         make("Walker", 4, sim="mujoco")
     for bad in (0, -3):
         with pytest.raises(UserError, match="num_envs must be a positive integer"):
@@ -203,7 +203,7 @@ def test_bench_sim_runs_tasks_whose_actions_are_not_their_controls(task, sim):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["task=Walker"], "task='Walker' is outside its domain: one of Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, FrankaCubeStack, Humanoid, Ingenuity, Quadcopter, ShadowHand"),
+        (["task=Walker"], "task='Walker' is outside its domain: one of AllegroHand, Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, FrankaCubeStack, Humanoid, Ingenuity, Quadcopter, ShadowHand"),
         (["task=Ant", "num_envs=0"], "num_envs=0 is outside its domain: an integer in [1, inf)"),
         (["task=Ant", "num_envs=many"], "num_envs='many' is outside its domain: an integer in [1, inf)"),
         (["task=Ant", "sim=bullet"], "sim='bullet' is outside its domain: one of auto, mujoco, mjwarp, isaacgym"),

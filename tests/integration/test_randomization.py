@@ -268,3 +268,17 @@ def test_ant_trains_with_its_randomisation_on_through_the_cli(tmp_path, sim):
     env_state = state["env"]
     masses = env_state["randomizer"]["fields"]["body_mass"]
     assert masses.shape[0] == 16 and float(masses[:, 1].std()) > 0
+
+
+def test_allegro_hands_block_reaches_its_servos_and_both_actors():
+    """AllegroHand's IsaacGymEnvs block: the hand's position servos' kp and kv x loguniform, the block's mass and
+    friction; its object scale is said once and not applied."""
+    env = _env("AllegroHand", 2)
+    assert "actor_params.object.scale" in env.randomizer.plan.unsupported
+    env.reset()
+    gain = env.sim.model_fields["actuator_gainprm"][:, :, 0].double()
+    ratio = gain / torch.as_tensor(np.asarray(env.model.actuator_gainprm[:, 0]))
+    assert float(ratio.min()) >= 0.75 - 1e-6 and float(ratio.max()) <= 1.5 + 1e-6 and float(ratio.std()) > 0.05
+    object_body = env.model.body("object").id
+    masses = env.sim.model_fields["body_mass"][:, object_body]
+    assert float(masses[0]) != float(masses[1])

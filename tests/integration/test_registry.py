@@ -44,9 +44,9 @@ def test_a_task_yaml_naming_no_task_class_is_one_line(entry, fragment):
 def test_a_task_of_isaacgymenvs_without_a_port_is_refused_on_mujoco_saying_how_to_register_one():
     cfg = registry_cfg("Cartpole")
     cfg.pop("entry_point")
-    cfg["name"] = "AllegroHand"
+    cfg["name"] = "Trifinger"
     with pytest.raises(UserError, match="no MuJoCo port .* entry_point: package.module:Class"):
-        make("AllegroHand", 2, sim="mujoco", task_cfg=cfg)
+        make("Trifinger", 2, sim="mujoco", task_cfg=cfg)
 
 
 def test_the_docs_task_table_lists_every_registered_task_with_its_sizes():
