@@ -40,7 +40,7 @@ from isaac_ppo.domains import choice, integer, real, thresholds
 from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.errors import UserError
 from isaac_ppo.tasks.base import Selection
-from isaac_ppo.tasks.manipulation.hand import IN_HAND_DOMAINS, InHandTask, quat_conjugate
+from isaac_ppo.tasks.manipulation.hand import HAND_REWARD_TERMS, IN_HAND_DOMAINS, InHandTask, quat_conjugate
 from isaac_ppo.tasks.manipulation.kinematics import quat_mul
 
 HAND_DOFS = 16
@@ -61,7 +61,7 @@ class AllegroHand(InHandTask):
     spec = TaskSpec(
         name="AllegroHand", model="assets/allegro_hand.xml", domains=ALLEGRO_HAND_DOMAINS,
         actors={"hand": "allegro_mount", "object": "object"},
-        reward_terms=("distance", "rotation", "action_penalty", "success_bonus", "fall_penalty"),
+        reward_terms=HAND_REWARD_TERMS,
         critic_observations="full_state's 88 (IsaacGymEnvs' states)",
         gait=Gait("block"),
         solve_measures={"successes": thresholds(0.0)},  # (goals reached per evaluation episode)

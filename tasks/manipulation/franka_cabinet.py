@@ -40,13 +40,13 @@ import torch
 from isaac_ppo.domains import boolean, integer, positive, real, thresholds
 from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.tasks.base import MujocoTask, Selection
+from isaac_ppo.tasks.manipulation.franka import arm_joints, stiffen
 from isaac_ppo.tasks.manipulation.kinematics import Kinematics
 
 ACTION_DT = 1.0 / 60.0  # IsaacGymEnvs' self.dt in pre_physics_step (its sim.dt is written 0.0166)
 DEFAULT_DOF_POS = (1.157, -1.066, -0.155, -2.239, -1.841, 1.003, 0.469, 0.035, 0.035)  # rad x 7, m x 2
 RESET_NOISE = 0.25  # joint positions default + 0.25 x (U(0, 1) - 0.5)
 SPEED_SCALES = (1.0,) * 7 + (0.1, 0.1)  # IsaacGymEnvs' franka_dof_speed_scales
-ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8)) + ("panda_finger_joint1", "panda_finger_joint2")
 # the URDFs' <limit velocity> (rad/s, m/s), which Isaac Gym loads as each DOF's maximum velocity: held by the port
 # only with mujoco.velocity_limits=true (MuJoCo has none; whether PhysX holds IsaacGymEnvs' arm to them is not
 # measured here: docs/tasks/manipulation.md, FrankaCabinet)
@@ -117,16 +117,11 @@ class FrankaCabinet(MujocoTask):
         the physics step (the rest keep mujoco.contact_timeconst): MuJoCo's contact stiffness scales with the
         inertia behind it, and the fingers must hold IsaacGymEnvs' 200 N squeeze on a 2 cm handle (the model
         file's header)."""
-        grip = [g for g in range(model.ngeom) if model.geom(g).name in GRIP_GEOMS]
-        model.geom_solref[grip, 0] = 2.0 * model.opt.timestep
+        stiffen(model, GRIP_GEOMS)
 
     def setup(self) -> None:
         on, model, env = self.sim_device, self.model, self.cfg["env"]
-        joints = [model.joint(name) for name in ARM_JOINTS]
-        self.arm_qpos = torch.tensor([int(j.qposadr[0]) for j in joints], device=on)
-        self.arm_qvel = torch.tensor([int(j.dofadr[0]) for j in joints], device=on)
-        self.lower = torch.tensor([float(j.range[0]) for j in joints], device=on)
-        self.upper = torch.tensor([float(j.range[1]) for j in joints], device=on)
+        self.arm_qpos, self.arm_qvel, self.lower, self.upper = arm_joints(model, on)
         drawer = model.joint("drawer_top_joint")
         self.drawer_qpos, self.drawer_qvel = int(drawer.qposadr[0]), int(drawer.dofadr[0])
         self.default_pos = torch.tensor(DEFAULT_DOF_POS, device=on)

@@ -46,10 +46,10 @@ import torch
 from isaac_ppo.domains import choice, positive, real, thresholds
 from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.tasks.base import MujocoTask, Selection
+from isaac_ppo.tasks.manipulation.franka import ARM_JOINTS, arm_joints, stiffen
 from isaac_ppo.tasks.manipulation.kinematics import Kinematics, quat_mul, rotation_matrix
 
 DEFAULT_DOF_POS = (0.0, 0.1963, 0.0, -2.6180, 0.0, 2.9416, 0.7854, 0.035, 0.035)  # rad x 7, m x 2
-ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8)) + ("panda_finger_joint1", "panda_finger_joint2")
 ARM_BODIES = tuple(f"panda_link{i}" for i in range(1, 8)) + ("panda_leftfinger", "panda_rightfinger")
 EFFORT_LIMITS = (87.0,) * 4 + (12.0,) * 3  # N m, the URDF's
 CMD_LIMIT = (0.1, 0.1, 0.1, 0.5, 0.5, 0.5)  # osc: m, rad
@@ -99,16 +99,12 @@ class FrankaCubeStack(MujocoTask):
         keeps stable, 2 x the physics step (the rest keep mujoco.contact_timeconst), as FrankaCabinet's fingers and
         handle: MuJoCo's soft contacts let IsaacGymEnvs' squeeze (5000 N/m x 2.5 cm) sink into the cube otherwise
         (the model file's header)."""
-        grip = [g for g in range(model.ngeom) if model.geom(g).name in GRIP_GEOMS]
-        model.geom_solref[grip, 0] = 2.0 * model.opt.timestep
+        stiffen(model, GRIP_GEOMS)
 
     def setup(self) -> None:
         on, model, env = self.sim_device, self.model, self.cfg["env"]
         joints = [model.joint(name) for name in ARM_JOINTS]
-        self.arm_qpos = torch.tensor([int(j.qposadr[0]) for j in joints], device=on)
-        self.arm_qvel = torch.tensor([int(j.dofadr[0]) for j in joints], device=on)
-        self.lower = torch.tensor([float(j.range[0]) for j in joints], device=on)
-        self.upper = torch.tensor([float(j.range[1]) for j in joints], device=on)
+        self.arm_qpos, self.arm_qvel, self.lower, self.upper = arm_joints(model, on)
         self.cube_a = int(model.joint("cubeA").qposadr[0])  # (x, y, z, qw, qx, qy, qz)
         self.cube_b = int(model.joint("cubeB").qposadr[0])
         self.default_pos = torch.tensor(DEFAULT_DOF_POS, device=on)

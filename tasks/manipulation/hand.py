@@ -30,6 +30,7 @@ from isaac_ppo.tasks.manipulation.kinematics import axis_angle_quat, quat_mul
 # the parameters both hands read, with IsaacGymEnvs' key names: a success tolerance and a fall distance above 0;
 # the moving average's weight in (0, 1]; the reward's signed scales as IsaacGymEnvs has them (distance and action
 # penalties at 0 or below, the rotation pay and success bonus at 0 or above, a fall penalty at 0 or below)
+HAND_REWARD_TERMS = ("distance", "rotation", "action_penalty", "success_bonus", "fall_penalty")  # (both hands)
 IN_HAND_DOMAINS = {
     "env.asymmetric_observations": boolean(), "env.useRelativeControl": boolean(), "env.dofSpeedScale": positive(),
     "env.actionsMovingAverage": real(0.0, 1.0),

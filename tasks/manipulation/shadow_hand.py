@@ -32,8 +32,8 @@ import torch
 from isaac_ppo.domains import choice, integer, real, thresholds
 from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.tasks.base import Selection
-from isaac_ppo.tasks.manipulation.hand import (IN_HAND_DOMAINS, InHandTask, hand_reward, quat_conjugate,
-                                               random_rotation)
+from isaac_ppo.tasks.manipulation.hand import (HAND_REWARD_TERMS, IN_HAND_DOMAINS, InHandTask, hand_reward,
+                                               quat_conjugate, random_rotation)
 from isaac_ppo.tasks.manipulation.kinematics import Kinematics, quat_mul
 
 __all__ = ["ShadowHand", "FINGERTIPS", "GOAL_POSITION", "OBS_SIZES", "hand_reward", "quat_conjugate", "quat_mul",
@@ -61,7 +61,7 @@ class ShadowHand(InHandTask):
     spec = TaskSpec(
         name="ShadowHand", model="assets/shadow_hand.xml", domains=SHADOW_HAND_DOMAINS,
         actors={"hand": "robot0:hand mount", "object": "object"},
-        reward_terms=("distance", "rotation", "action_penalty", "success_bonus", "fall_penalty"),
+        reward_terms=HAND_REWARD_TERMS,
         critic_observations="full_state's 211 (IsaacGymEnvs' states)",
         gait=Gait("block"),
         solve_measures={"successes": thresholds(0.0)},  # (goals reached per evaluation episode)
