@@ -7,7 +7,9 @@ Follows rl-games' continuous PPO as IsaacGymEnvs configures it, with these choic
   are against the behaviour policy), and the first minibatch's ratio is not exactly 1 (rl-games: the observation
   normaliser moves during the first epoch, the value normaliser before the update). Absorbed after the update
   instead, every rollout ran a policy shifted by normalisers it was never trained under: on BallBalance (8 epochs)
-  that held isaac-ppo 150-250 below rl-games (benchmarks/history/ballbalance.md);
+  that held isaac-ppo 150-250 below rl-games (benchmarks/history/ballbalance.md). `agent.normalizer_update`
+  chooses (before_update, the default; after_update, the order before and rsl_rl's): benchmarks/RESULTS.md
+  "Normaliser order";
 - a fresh minibatch permutation every epoch (rsl_rl reuses one);
 - adaptive learning rate per minibatch from that minibatch's KL (rl-games' legacy schedule): above 2x the
   threshold lr /= 1.5, below half lr *= 1.5, within [1e-6, 1e-2];

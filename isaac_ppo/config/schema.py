@@ -94,6 +94,9 @@ class AgentConfig:
     normalize_value: bool = key(True, meaning="running mean/std of the returns, for the critic")
     normalize_advantage: bool = key(True, meaning="advantages standardised per minibatch")
     mixed_precision: bool = key(False, meaning="float16 autocast; CUDA only, ignored on the CPU (as rl-games)")
+    normalizer_update: str = key("before_update", choice("before_update", "after_update"),
+                                 "when the observation and value normalisers absorb a batch: before the update "
+                                 "(it trains the policy that acts next) or after it (rsl_rl's order); agent/ppo.py")
     stale_clip: str = key("behaviour", choice("behaviour", "proximal"),
                           "concurrent collection: clip pi / pi_behaviour (HTS-RL), or around the policy at the "
                           "update's start (proximal: decoupled PPO); agent/ppo.py")

@@ -9,7 +9,7 @@ import math
 import os
 import sys
 import time
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from isaac_ppo.errors import RunFailure
 
@@ -29,6 +29,7 @@ TB_TAGS = {
 
 # an evaluation's numbers in TensorBoard (eval/<key>, the task's measures too, e.g. eval/tracking_error_xy_mps, and
 # eval/return_ci95_low and _high; eval_stochastic/ the same for the sampled actions, with eval.stochastic)
+PACE_EVALUATIONS = 3  # the evaluations the progress line's "env steps to the next goal" is fitted through
 EVAL_TAGS = ("return_mean", "return_iqm", "length_mean", "episodes", "seconds")
 EVAL_NOT_TAGS = ("env_steps", "policy_version", "wall_s", "diverged")  # (the step axis, clocks, a count)
 
@@ -98,7 +99,8 @@ class RunLogger:
         for tmp in glob.glob(os.path.join(self.run_dir, "*.tmp")):  # a rewrite a kill interrupted
             os.remove(tmp)
         _drop_rows_from(jsonl, start_iteration)
-        self.best_eval = _best_evaluation(jsonl)  # (a run resumed in place: its evaluations before the resume)
+        self.evaluations = _evaluations(jsonl)  # (a run resumed in place: its evaluations before the resume)
+        self.best_eval = max((value for _, value in self.evaluations), default=None)
         self.jsonl = open(jsonl, "a")
         self.tty = sys.stdout.isatty()
         self.started = time.time()
@@ -159,13 +161,18 @@ class RunLogger:
             self.writer.add_scalar(prefix + "return_ci95_low", low, step)
             self.writer.add_scalar(prefix + "return_ci95_high", high, step)
 
-    def _standing(self, evaluation_return: float) -> str:
+    def _standing(self, evaluation_return: float, env_steps: Optional[int] = None) -> str:
         """Where a run stands after an evaluation: the best so far, and the task's next goal (solve threshold) not
-        yet reached, for a user waiting on a CPU."""
+        yet reached with the env steps to it at the recent pace, for a user waiting on a CPU."""
+        if env_steps is not None:
+            self.evaluations.append((env_steps, evaluation_return))
         if self.best_eval is None or evaluation_return > self.best_eval:
             self.best_eval = evaluation_return
         ahead = [t for t in self.thresholds if t > self.best_eval]
         goal = f"next goal {ahead[0]:g}" if ahead else ("every goal reached" if self.thresholds else "")
+        to_go = _steps_to(ahead[0], self.evaluations[-PACE_EVALUATIONS:]) if ahead else None
+        if to_go is not None:
+            goal += f" in ~{_steps(to_go)} env steps at the recent pace"
         return f"best {self.best_eval:.2f}" + (f", {goal}" if goal else "")
 
     def _progress(self, row: Mapping[str, Any]) -> None:
@@ -186,7 +193,8 @@ class RunLogger:
         for key, value in row.get("task_state", {}).items():
             line += f" | {key.replace('_', ' ')} {value:.2f}"
         if "eval" in row:
-            line += f" | eval return {row['eval']['return_mean']:.2f} ({self._standing(row['eval']['return_mean'])})"
+            evaluated = row["eval"]["return_mean"]
+            line += f" | eval return {evaluated:.2f} ({self._standing(evaluated, row['env_steps'])})"
         for event in row.get("scheduler_events", ()):  # plan changes, with their reasons
             sys.stdout.write(("\n" if self.tty else "") + f"[{self.task}] scheduler: {event}\n")
         if self.tty:
@@ -289,16 +297,40 @@ def _shown(value: Optional[float], spec: str) -> str:
     return "-" if value is None or not math.isfinite(value) else format(value, spec)
 
 
-def _best_evaluation(jsonl: str) -> Optional[float]:
-    """The best evaluation return among a metrics.jsonl's rows, None without one."""
-    best = None
+def _evaluations(jsonl: str) -> List[Tuple[int, float]]:
+    """(env steps, evaluation return) of every evaluation among a metrics.jsonl's rows."""
+    found: List[Tuple[int, float]] = []
     if os.path.isfile(jsonl):
         with open(jsonl) as rows:
             for line in rows:
-                value = (json.loads(line).get("eval") or {}).get("return_mean")
-                if value is not None and (best is None or value > best):
-                    best = value
-    return best
+                row = json.loads(line)
+                value = (row.get("eval") or {}).get("return_mean")
+                if value is not None:
+                    found.append((row["env_steps"], value))
+    return found
+
+
+def _steps_to(goal: float, evaluations: Sequence[Tuple[int, float]]) -> Optional[float]:
+    """Env steps from the last evaluation to where the least-squares line through these evaluations reaches goal;
+    None with fewer than two, a line that does not rise, or a goal the line already passed (a dip, not a pace)."""
+    if len(evaluations) < 2:
+        return None
+    xs = [float(x) for x, _ in evaluations]
+    ys = [float(y) for _, y in evaluations]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else 0.0
+    if not slope > 0:
+        return None
+    to_go = mx + (goal - my) / slope - xs[-1]
+    return to_go if to_go > 0 else None
+
+
+def _steps(count: float) -> str:
+    """1.2M, 350k, 900: env steps as a user reads them."""
+    if count >= 1e6:
+        return f"{count / 1e6:.1f}M"
+    return f"{count / 1e3:.0f}k" if count >= 1e3 else f"{count:.0f}"
 
 
 def _clock(seconds: float) -> str:

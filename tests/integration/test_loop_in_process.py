@@ -377,3 +377,23 @@ def test_the_update_trains_under_normalisers_that_already_hold_its_batch(tmp_pat
     assert [round(obs) for obs, _ in counts] == [batch, 2 * batch, 3 * batch]
     assert [round(value) for _, value in counts] == [batch, 2 * batch, 3 * batch]
     assert round(float(runner.model.obs_norm.count)) == 3 * batch  # nothing folded in after the last update
+
+
+def test_agent_normalizer_update_after_update_folds_the_batch_in_after_the_update(tmp_path, monkeypatch):
+    """agent.normalizer_update=after_update (the order before 2026-11-28, rsl_rl's): the update trains under
+    normalisers that have not seen its batch, and the batch is folded in once the update is done."""
+    from isaac_ppo.agent.ppo import PPO
+
+    seen = []
+    real_update = PPO.update
+
+    def watched(self, buffer, plan, stale=False):
+        seen.append((round(float(self.model.obs_norm.count)), round(float(self.model.value_norm.count)),
+                     plan.batch_size))
+        return real_update(self, buffer, plan, stale)
+
+    monkeypatch.setattr(PPO, "update", watched)
+    _, _, runner, _ = _train(tmp_path, "max_iterations=3", "agent.normalizer_update=after_update")
+    batch = seen[0][2]
+    assert [(obs, value) for obs, value, _ in seen] == [(0, 0), (batch, batch), (2 * batch, 2 * batch)]
+    assert round(float(runner.model.obs_norm.count)) == 3 * batch
