@@ -17,7 +17,8 @@ ENVS, STEPS, OBS, ACTIONS = 8, 16, 5, 2
 PPO_CFG = {
     "learning_rate": 3e-4, "lr_schedule": "adaptive", "kl_threshold": 0.008, "clip": 0.2, "clip_value": True,
     "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 1e-4, "truncate_grads": True, "grad_norm": 1.0,
-    "normalize_advantage": True, "mixed_precision": False, "stale_clip": "behaviour",
+    "normalize_advantage": True, "mixed_precision": False, "stale_correction": "none", "stale_update": "current",
+    "stale_clip": "behaviour",
 }
 
 

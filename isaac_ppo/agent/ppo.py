@@ -25,6 +25,7 @@ from isaac_ppo.agent.model import ActorCritic, gaussian_entropy, gaussian_kl, ga
 from isaac_ppo.distributed import Local
 from isaac_ppo.agent.recurrent import masked_mean, unroll
 from isaac_ppo.agent.rollout import RolloutBuffer
+from isaac_ppo.agent.stale import corrected as stale_batch, delayed_update
 from isaac_ppo.errors import UserError
 from isaac_ppo.io.checkpoint import first_non_finite
 from isaac_ppo.scheduler.plan import Plan
@@ -63,7 +64,8 @@ class PPO:
         if self.cfg["lr_schedule"] == "linear":
             self.set_lr(self.cfg["learning_rate"] * max(1.0 - progress, 0.0))
 
-    def update(self, buffer: RolloutBuffer, plan: Plan, stale: bool = False) -> Dict[str, float]:
+    def update(self, buffer: RolloutBuffer, plan: Plan, stale: bool = False,
+               behaviour: Optional[Mapping[str, torch.Tensor]] = None) -> Dict[str, float]:
         """PPO epochs over the batch; `stale`: the batch was collected by an older policy than the one this
         update starts from (concurrent collection, one update behind).
 
@@ -74,10 +76,23 @@ class PPO:
         of pi / pi_prox clipped; its unclipped value is the same pi / pi_behaviour ratio times the advantage).
         Either way the KL (logged, and steering the adaptive learning rate) is this update's own step from
         the proximal policy: measured against the behaviour policy it would count the staleness as step size.
-        With a fresh batch both references are the behaviour policy and both forms are plain PPO."""
+        With a fresh batch both references are the behaviour policy and both forms are plain PPO.
+
+        A stale batch's advantages may be corrected for the lag (`agent.stale_correction=vtrace`), or the update
+        computed at the behaviour parameters (given in `behaviour`) and its step applied to the current ones
+        (`agent.stale_update=delayed`, HTS-RL's delayed gradient): agent/stale.py. A feed-forward stale batch's row
+        also says how far the policy had moved from the one that acted (stale_kl, stale_clip_fraction)."""
         cfg, model = self.cfg, self.model
         batch = buffer.flat()
-        advantages = batch["advantages"]
+        lag: Dict[str, float] = {}
+        if stale and not model.recurrent:
+            batch, lag = stale_batch(model, buffer, batch, cfg, plan.minibatch_size)
+        if stale and cfg["stale_update"] == "delayed":
+            if behaviour is None:
+                raise RuntimeError("agent.stale_update=delayed needs the behaviour policy's parameters of a stale batch")
+            return dict(delayed_update(model, behaviour, lambda: self.update(buffer, plan)), **lag)
+        raw_advantages = batch["advantages"]
+        advantages = raw_advantages
         if cfg["normalize_advantage"]:
             advantages = self.comm.standardize(advantages)
         data = {"obs": batch["obs"], "actions": batch["actions"], "log_probs": batch["log_probs"],
@@ -95,7 +110,8 @@ class PPO:
         start_log_std = buffer.log_std
         if stale:
             with torch.no_grad():
-                start_mu = self._start_means(data, rows, plan.minibatch_size, split)
+                start_mu = batch["start_mu"] if "start_mu" in batch else self._start_means(
+                    data, rows, plan.minibatch_size, split)
                 start_log_std = model.log_std.detach().clone()
                 if cfg["stale_clip"] == "proximal":
                     behaviour_log_probs = data["log_probs"]
@@ -144,10 +160,11 @@ class PPO:
                 if cfg["lr_schedule"] == "adaptive":
                     self._adapt_lr(float(mean_kl))
         actor, critic, entropy, bounds, kl, clip_frac, count = (sums[:6] / sums[6]).tolist() + [float(sums[6])]
-        return {
+        return dict({
             "actor_loss": actor, "critic_loss": critic, "entropy": entropy, "bounds_loss": bounds, "kl": kl,
             "clip_fraction": clip_frac, "lr": self.lr, "minibatches": int(count),
-        }
+            "advantage_std": float(raw_advantages.std()),  # before standardising: the signal the update sees
+        }, **lag)
 
     def _minibatches(self, data: Dict[str, torch.Tensor], rows: int, size: int,
                      split: Optional[int]) -> Iterator[Dict[str, torch.Tensor]]:
@@ -189,8 +206,11 @@ class PPO:
         return f"non-finite loss ({losses}): training stopped before the step"
 
     @torch.no_grad()
-    def absorb_batch_statistics(self, buffer: RolloutBuffer) -> None:
-        """Fold the batch into the normalisers before the update (the value normaliser takes the returns)."""
+    def absorb_batch_statistics(self, buffer: RolloutBuffer, when: str = "before_update") -> None:
+        """Fold the batch into the normalisers (the value normaliser takes the returns) when `when` (before_update
+        or after_update, the runner's two calls) is agent.normalizer_update."""
+        if self.cfg.get("normalizer_update", "before_update") != when:
+            return
         merge = self.comm.merge_moments  # every rank's batch, exactly
         if self.model.obs_norm is not None:
             self.model.obs_norm.update(buffer.obs.view(-1, buffer.obs.shape[-1]), merge)

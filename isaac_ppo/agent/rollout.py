@@ -29,6 +29,7 @@ class RolloutBuffer:
         self.dones = torch.zeros(*shape, device=device)  # the transition ended its episode
         self.advantages = torch.zeros(*shape, device=device)
         self.returns = torch.zeros(*shape, device=device)
+        self.last_values = torch.zeros(num_envs, device=device)  # the bootstrap past the last step
         self.seq_length, self.zero_on_done = seq_length, zero_on_done
         self.hidden: Optional[torch.Tensor] = torch.zeros(
             chunk_count(rollout_length, seq_length), num_envs, state_size, device=device) if state_size else None
@@ -49,6 +50,7 @@ class RolloutBuffer:
         return 0 if self.states is None else int(self.states.shape[-1])
 
     def compute_gae(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+        self.last_values = last_values  # (a stale batch's V-trace bootstraps from it too: agent/stale.py)
         advantage = torch.zeros_like(last_values)
         next_values = last_values
         for t in reversed(range(self.rollout_length)):

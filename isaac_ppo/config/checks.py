@@ -72,6 +72,7 @@ def check(cfg: DictConfig) -> None:
                             "drop critic_hidden")
         hidden = hidden + critic_hidden  # (the widest layer of either network, for the diagnostics' checks)
     hidden = hidden + check_recurrence(cfg)
+    check_stale_learning(cfg.agent)
     if not cfg.test:
         check_writable("runs_dir", cfg.runs_dir)
     if cfg.test and not cfg.checkpoint:
@@ -328,6 +329,19 @@ def check_recurrence(cfg: DictConfig) -> List[int]:
                             "this one shares the actor's trunk: add agent.network.separate=true (or asymmetric=true), "
                             "or drop critic_rnn")
     return widths
+
+
+def check_stale_learning(agent: DictConfig) -> None:
+    """The two ways of learning from a stale batch (agent/stale.py) do not combine, and V-trace reads a feed-forward
+    batch."""
+    if agent.stale_correction == "vtrace" and agent.stale_update == "delayed":
+        raise UserError("agent.stale_correction=vtrace and agent.stale_update=delayed both answer the one-update lag "
+                        "(the delayed update learns at the behaviour parameters, where the batch is on-policy): "
+                        "choose one")
+    if agent.stale_correction == "vtrace" and agent.network.rnn.name is not None:
+        raise UserError("agent.stale_correction=vtrace is for feed-forward networks; this one has "
+                        f"agent.network.rnn.name={agent.network.rnn.name}: drop one (agent.stale_update=delayed works "
+                        "with both)")
 
 
 def check_chunks(cfg: DictConfig, plan: Any) -> None:

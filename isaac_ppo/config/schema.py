@@ -100,6 +100,14 @@ class AgentConfig:
     stale_clip: str = key("behaviour", choice("behaviour", "proximal"),
                           "concurrent collection: clip pi / pi_behaviour (HTS-RL), or around the policy at the "
                           "update's start (proximal: decoupled PPO); agent/ppo.py")
+    stale_correction: str = key("none", choice("none", "vtrace"),
+                                "concurrent collection: the advantages and value targets as collected, or corrected "
+                                "for the one-update lag by V-trace's truncated importance weights (APPO); "
+                                "agent/stale.py")
+    stale_update: str = key("current", choice("current", "delayed"),
+                            "concurrent collection: the update computed at the current parameters, or at the "
+                            "behaviour policy's with its step added to the current ones (HTS-RL's delayed "
+                            "gradient); agent/stale.py")
     seq_length: int = key(4, integer(1), "recurrent networks: the steps of a truncated-BPTT chunk (rl-games' "
                                          "seq_length; its minibatches are whole chunks)")
     zero_rnn_on_done: bool = key(True, meaning="recurrent networks: the state is zeroed where an episode ends "

@@ -23,13 +23,14 @@ TB_TAGS = {
     "num_envs": "plan/num_envs", "rollout_length": "plan/rollout_length", "batch_size": "plan/batch_size",
     "epochs": "plan/epochs", "staleness": "plan/staleness", "diverged": "env/diverged",
     "collect_s": "time/collect", "wait_s": "time/wait_for_batch", "update_s": "time/update",
-    "iteration_s": "time/iteration",
+    "iteration_s": "time/iteration", "advantage_std": "policy/advantage_std", "stale_kl": "policy/stale_kl",
+    "stale_clip_fraction": "policy/stale_clip_fraction",
 }
 
+PACE_EVALUATIONS = 3  # the evaluations the progress line's "env steps to the next goal" is fitted through
 
 # an evaluation's numbers in TensorBoard (eval/<key>, the task's measures too, e.g. eval/tracking_error_xy_mps, and
 # eval/return_ci95_low and _high; eval_stochastic/ the same for the sampled actions, with eval.stochastic)
-PACE_EVALUATIONS = 3  # the evaluations the progress line's "env steps to the next goal" is fitted through
 EVAL_TAGS = ("return_mean", "return_iqm", "length_mean", "episodes", "seconds")
 EVAL_NOT_TAGS = ("env_steps", "policy_version", "wall_s", "diverged")  # (the step axis, clocks, a count)
 

@@ -20,7 +20,7 @@ import torch
 
 from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.rollout import RolloutBuffer
-from isaac_ppo.loop.collect import BackgroundCollection, Collected, SyncCollector
+from isaac_ppo.loop.collect import BackgroundCollection, Collected, SyncCollector, parameters_of
 from isaac_ppo.scheduler import Plan
 
 BUFFER_FIELDS = ("obs", "actions", "log_probs", "mu", "log_std", "values", "rewards", "dones")
@@ -44,7 +44,8 @@ class SyncBatches:
         """Collect plan's batch on this thread into slot 0 (model None: the live policy)."""
         torch.set_num_threads(self.collect_threads)
         buffer, info = self.collector.collect(plan, model, slot=0)
-        return Collected(plan, 0, buffer, info, policy_version, concurrent=model is not None)
+        return Collected(plan, 0, buffer, info, policy_version, concurrent=model is not None,
+                         behaviour=None if model is None else parameters_of(model))
 
     def before_update(self, k: int, batch: Collected, next_plan: NextPlan) -> None:
         """Nothing is collected ahead: the next plan is asked for after this update is observed."""
@@ -133,7 +134,8 @@ class ConcurrentBatches(SyncBatches):
         self.collector.buffers[slot] = buffer
         info = dict(saved["info"])
         info["last_values"] = info["last_values"].to(self.collector.device)
-        return Collected(plan, slot, buffer, info, saved["policy_version"], concurrent=saved["concurrent"])
+        return Collected(plan, slot, buffer, info, saved["policy_version"], concurrent=saved["concurrent"],
+                         behaviour=saved.get("behaviour"))
 
 
 def for_mode(mode: str, collector: SyncCollector, collect_threads: int, model: ActorCritic,
@@ -153,4 +155,5 @@ def _collected_state(batch: Optional[Collected]) -> Optional[Dict[str, Any]]:
         "buffer": {name: getattr(batch.buffer, name) for name in BUFFER_FIELDS + OPTIONAL_FIELDS
                    if getattr(batch.buffer, name) is not None},
         "info": dict(batch.info),
+        "behaviour": batch.behaviour,
     }

@@ -187,6 +187,9 @@ class Collected:
     info: Dict[str, Any]
     policy_version: int  # updates the collecting policy had seen
     concurrent: bool = True  # collected on the background thread (during the previous update)
+    # the collecting policy's parameters when the batch is stale (HTS-RL's delayed update computes its step there:
+    # agent/stale.py); None for a batch of the live policy
+    behaviour: Optional[Dict[str, torch.Tensor]] = None
 
 
 class BackgroundCollection:
@@ -243,7 +246,11 @@ class BackgroundCollection:
                 self.stream.synchronize()
             else:
                 buffer, info = self.collector.collect(plan, self.snapshot, slot)
-            self._result = Collected(plan, slot, buffer, info, policy_version)
+            self._result = Collected(plan, slot, buffer, info, policy_version, behaviour=parameters_of(self.snapshot))
         except BaseException as error:  # handed to the main thread by wait()
             self._error = error
 
+
+def parameters_of(model: ActorCritic) -> Dict[str, torch.Tensor]:
+    """A copy of model's trainable parameters by name (not its normalisers' statistics)."""
+    return {name: value.detach().clone() for name, value in model.named_parameters()}

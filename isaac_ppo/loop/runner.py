@@ -119,23 +119,19 @@ class Runner:
         buffer.compute_gae(batch.info["last_values"], self.cfg.agent.gamma, self.cfg.agent.lam)
         self.batches.before_update(k, batch, lambda: self._plan_ahead(k + 1, self.env_steps + steps))
         torch.set_num_threads(self.update_threads)
-        absorb_first = self.cfg.agent.normalizer_update == "before_update"  # the measured order (ppo.py)
-        if absorb_first:
-            self.ppo.absorb_batch_statistics(buffer)
+        self.ppo.absorb_batch_statistics(buffer, "before_update")  # (agent.normalizer_update says which call does)
         self.ppo.grad_observer = self.probe.arm(k)
-        stats = self.ppo.update(buffer, plan, stale=staleness > 0)
+        stats = self.ppo.update(buffer, plan, stale=staleness > 0, behaviour=batch.behaviour)
         self.ppo.grad_observer = None
         t_probe = time.perf_counter()
         diag = self.probe.measure(k, buffer)  # {} unless due; sees the normalisers the update used
         probe_s = time.perf_counter() - t_probe
-        if not absorb_first:
-            self.ppo.absorb_batch_statistics(buffer)
+        self.ppo.absorb_batch_statistics(buffer, "after_update")
         self._check_learner_finite(k)
         t2 = time.perf_counter()
         evaluation = self.evaluator.when_due(self.model, self.env_steps, steps, k, self.wall_s + t2 - t0)  # (apart)
         info = self.comm.episodes_of_all_ranks(batch.info)
-        self.iteration += 1
-        self.env_steps += steps
+        self.iteration, self.env_steps = self.iteration + 1, self.env_steps + steps
         self.wall_s += t2 - t0
         self.planned.pop(k, None)
         row = iteration_row(k, self.env_steps, self.wall_s, plan, steps, staleness, info,

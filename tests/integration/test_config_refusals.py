@@ -41,6 +41,18 @@ def test_meaningless_values_are_refused_naming_the_key(override, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("overrides,message", [
+    (["agent.stale_correction=vtrace", "agent.stale_update=delayed"],
+     "agent.stale_correction=vtrace and agent.stale_update=delayed both answer the one-update lag"),
+    (["agent.stale_correction=vtrace", "agent.network.rnn.name=lstm", "agent.network.rnn.units=8"],
+     "agent.stale_correction=vtrace is for feed-forward networks"),
+])
+def test_the_stale_batch_updates_that_do_not_combine_are_refused(overrides, message):
+    with pytest.raises(UserError) as error:
+        compose_config([*BASE, *overrides])
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
 def test_a_runs_dir_that_cannot_be_made_is_refused_before_anything_is_written(tmp_path):
     (tmp_path / "a_file").write_text("not a folder")
     with pytest.raises(UserError, match=r"runs_dir=\S+a_file/runs cannot be made: \S+a_file is not a folder"):

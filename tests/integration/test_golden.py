@@ -28,7 +28,10 @@ soundness at 0.6x the physics): every value changed (no learner code had since t
 And again when the normalisers moved to absorb the batch before the update, not after it (issue 47, 2026-11-28:
 BallBalance's gap to rl-games): every learner value changed (iteration 0's first update now takes the normaliser's
 jump from its initial statistics: KL 0.031, the adaptive rate down to its floor); the old file matched the code
-before that change on the machine that wrote the new one (an Intel Xeon with AVX-512, no AMX).
+before that change on the machine that wrote the new one (an Intel Xeon with AVX-512, no AMX). And again when
+rows gained advantage_std (every row) and a stale batch's stale_kl and stale_clip_fraction (concurrent rows, issue
+90, 2026-12-05): keys added only; every value the old file held was the same bit for bit (checked by a script
+comparing the two files on the Intel Xeon with AVX-512 that wrote both).
 """
 from __future__ import annotations
 

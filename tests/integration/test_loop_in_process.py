@@ -87,6 +87,8 @@ ON_A_GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUD
 
 @pytest.mark.parametrize("scheduler,sim,device", [
     ("fixed", "mujoco", "cpu"), ("concurrent", "mujoco", "cpu"),
+    # HTS-RL's delayed update (agent/stale.py) reads the behaviour parameters kept with the batch
+    ("concurrent+agent.stale_update=delayed", "mujoco", "cpu"),
     pytest.param("fixed", "mjwarp", "cpu",  # (slow: MuJoCo Warp's CPU device)
                  marks=[MJWARP_WORKER, pytest.mark.slow]),
     # on a GPU: the learner's tensors and generators on cuda (sim=mujoco), and MuJoCo Warp's worlds too
@@ -97,7 +99,8 @@ def test_resume_continues_exactly(tmp_path, scheduler, sim, device):
     either MuJoCo backend (last.pt holds the env's own state: MuJoCo Warp's too), on the CPU or a GPU."""
     if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
         require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
-    common = ["scheduler=" + scheduler, "seed=5", "sim=" + sim, "device=" + device]
+    scheduler, *stale_learning = scheduler.split("+")
+    common = ["scheduler=" + scheduler, "seed=5", "sim=" + sim, "device=" + device, *stale_learning]
     _, _, whole_runner, _ = _train(tmp_path / "whole", "max_iterations=4", *common)
     _train(tmp_path / "part", "max_iterations=2", *common)
     part = load(str(tmp_path / "part" / "checkpoints" / "last.pt"))
@@ -364,10 +367,10 @@ def test_the_update_trains_under_normalisers_that_already_hold_its_batch(tmp_pat
     seen = []
     real_update = PPO.update
 
-    def watched(self, buffer, plan, stale=False):
+    def watched(self, buffer, plan, stale=False, behaviour=None):
         model = self.model
         seen.append((float(model.obs_norm.count), float(model.value_norm.count), plan.batch_size))
-        return real_update(self, buffer, plan, stale)
+        return real_update(self, buffer, plan, stale, behaviour)
 
     monkeypatch.setattr(PPO, "update", watched)
     _, _, runner, _ = _train(tmp_path, "max_iterations=3", "scheduler=" + scheduler)
@@ -387,10 +390,10 @@ def test_agent_normalizer_update_after_update_folds_the_batch_in_after_the_updat
     seen = []
     real_update = PPO.update
 
-    def watched(self, buffer, plan, stale=False):
+    def watched(self, buffer, plan, stale=False, behaviour=None):
         seen.append((round(float(self.model.obs_norm.count)), round(float(self.model.value_norm.count)),
                      plan.batch_size))
-        return real_update(self, buffer, plan, stale)
+        return real_update(self, buffer, plan, stale, behaviour)
 
     monkeypatch.setattr(PPO, "update", watched)
     _, _, runner, _ = _train(tmp_path, "max_iterations=3", "agent.normalizer_update=after_update")

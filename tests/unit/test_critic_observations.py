@@ -22,7 +22,7 @@ GAMMA = 0.9
 AGENT = {"learning_rate": 1e-3, "mixed_precision": False, "normalize_advantage": True, "clip": 0.2,
          "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 0.0,
          "truncate_grads": True, "grad_norm": 1.0, "lr_schedule": "constant", "kl_threshold": 0.008,
-         "stale_clip": "behaviour"}
+         "stale_correction": "none", "stale_update": "current", "stale_clip": "behaviour"}
 
 
 class AsymmetricEnv:

@@ -15,7 +15,8 @@ from isaac_ppo.scheduler.plan import Plan
 from helpers import synthetic_buffer
 
 NUM_OBS, NUM_ACTIONS, T, N = 5, 3, 8, 16
-STATS_KEYS = {"actor_loss", "critic_loss", "entropy", "bounds_loss", "kl", "clip_fraction", "lr", "minibatches"}
+STATS_KEYS = {"actor_loss", "critic_loss", "entropy", "bounds_loss", "kl", "clip_fraction", "lr", "minibatches",
+              "advantage_std"}
 
 
 # ------------------------------------------------------------------------------------------ Plan
@@ -65,7 +66,8 @@ def _cfg(**over):
     cfg = {
         "learning_rate": 3e-4, "lr_schedule": "constant", "kl_threshold": 0.008, "clip": 0.2, "clip_value": True,
         "critic_coef": 2.0, "entropy_coef": 0.01, "bounds_loss_coef": 0.0001, "truncate_grads": True,
-        "grad_norm": 1.0, "normalize_advantage": True, "mixed_precision": True, "stale_clip": "proximal",
+        "grad_norm": 1.0, "normalize_advantage": True, "mixed_precision": True, "stale_correction": "none",
+        "stale_update": "current", "stale_clip": "proximal",
     }
     cfg.update(over)
     return cfg

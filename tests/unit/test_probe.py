@@ -26,7 +26,7 @@ CFG = {"enabled": True, "interval_iterations": 3, "samples": 128, "delta": 0.01,
 PPO_CFG = {"learning_rate": 3e-4, "lr_schedule": "constant", "kl_threshold": 0.008, "clip": 0.2,
            "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 0.0001,
            "truncate_grads": True, "grad_norm": 1.0, "normalize_advantage": True, "mixed_precision": False,
-           "stale_clip": "behaviour"}
+           "stale_correction": "none", "stale_update": "current", "stale_clip": "behaviour"}
 
 
 def _model(separate):
