@@ -5,7 +5,8 @@ evaluation curve, non-inferiority at a 10% margin (the study's own comparison co
 and what the update saw (the lag's KL, the share of the batch outside the clip before the update, the update's own
 KL and clip fraction, the value loss, the advantages' spread), first and last 10 iterations.
 
-    python benchmarks/concurrent_fix.py /work/bench/fix/study/concurrent_fix_ant/runs
+    python benchmarks/concurrent_fix.py                 (the study's archived runs: studies/concurrent_fix/)
+    python benchmarks/concurrent_fix.py RUNS_FOLDER     (<runs_dir>/study/concurrent_fix_ant/runs)
 """
 import argparse
 import glob
@@ -17,6 +18,7 @@ import tempfile
 from isaac_ppo.lab.report.compare import compare
 
 ARCHIVE = os.path.join(os.path.dirname(__file__), "studies", "paper_claims", "ant_runs.tar.xz")
+FIX_RUNS = os.path.join(os.path.dirname(__file__), "studies", "concurrent_fix", "ant_runs.tar.xz")
 TRACE = ("stale_kl", "stale_clip_fraction", "kl", "clip_fraction", "critic_loss", "advantage_std")
 
 
@@ -31,11 +33,16 @@ def mean(rows: list, key: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", help="the fix study's runs folder (<runs_dir>/study/concurrent_fix_ant/runs)")
+    parser.add_argument("runs", nargs="?", default=None,
+                        help="the fix study's runs folder (default: its archive, " + FIX_RUNS + ")")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(ARCHIVE) as pack:
             pack.extractall(tmp)
+        if args.runs is None:
+            args.runs = os.path.join(tmp, "fix")
+            with tarfile.open(FIX_RUNS) as pack:
+                pack.extractall(args.runs)
         runs = {"sync_base": runs_of(os.path.join(tmp, "base_1024x64")),
                 "issue48_concurrent": runs_of(os.path.join(tmp, "concurrent_1024x64"))}
         for arm in sorted(os.listdir(args.runs)):

@@ -71,8 +71,9 @@ class PPO:
 
         A stale batch has two reference policies: the behaviour policy that acted (its log-probs are stored)
         and the policy at the start of this update (the proximal one). `agent.stale_clip` chooses what the
-        surrogate clips around: `behaviour` (HTS-RL: ratio pi / pi_behaviour, clipped) or `proximal`
-        (decoupled PPO, Hilton et al. 2022: the importance weight pi_prox / pi_behaviour times the surrogate
+        surrogate clips around: `behaviour` (HTS-RL's ratio pi / pi_behaviour, clipped: centred on the policy
+        that acted, it let Ant's updates run away, issue 90) or `proximal` (the default; decoupled PPO, Hilton et
+        al. 2022: the importance weight pi_prox / pi_behaviour times the surrogate
         of pi / pi_prox clipped; its unclipped value is the same pi / pi_behaviour ratio times the advantage).
         Either way the KL (logged, and steering the adaptive learning rate) is this update's own step from
         the proximal policy: measured against the behaviour policy it would count the staleness as step size.

@@ -1,13 +1,15 @@
 """Learning from a batch one update stale (concurrent collection, HTS-RL): what PPO's update does besides clipping
 against the behaviour policy (`agent.stale_clip`, agent/ppo.py).
 
-- `agent.stale_correction=vtrace` corrects the advantages and value targets for the lag with V-trace's truncated
+- `agent.stale_correction=vtrace` (or `auto`, the default, for a feed-forward network) corrects the advantages and value targets for the lag with V-trace's truncated
   importance weights (Espeholt et al. 2018, as APPO does): rho_t = min(1, pi(a_t|s_t) / mu(a_t|s_t)), with pi the
   policy at the update's start and mu the behaviour policy that acted, traces c_t = lambda * min(1, same ratio), and
   the values of the update-start critic. The advantage is v_t - V(s_t), whose recursion is
   rho_t delta_t + gamma c_t (v_{t+1} - V(s_{t+1})): with every ratio 1 it is GAE(lambda) exactly, and the value target
   v_t the lambda-return. The bootstrap past the rollout's end and the time-out bootstraps folded into the rewards stay
-  the behaviour critic's (they were computed when the batch was collected).
+  the behaviour critic's (they were computed when the batch was collected). With the proximal clip
+  (`agent.stale_clip=proximal`, the default) it was the best of five updates on Ant and near synchronous on
+  Cartpole (benchmarks/history/schedulers.md, issue 90); the clip against the behaviour policy alone stood still.
 - `agent.stale_update=delayed` is HTS-RL's delayed gradient: the update is computed at the behaviour policy's
   parameters, for which the batch is on-policy (plain PPO, ratios against the policy that acted), and its step is
   added to the current parameters: theta_{k+1} = theta_k + (PPO(theta_{k-1}, batch) - theta_{k-1}). Adam's moments
@@ -64,6 +66,14 @@ def lag(behaviour_mu: torch.Tensor, behaviour_log_std: torch.Tensor, start_mu: t
     return {"stale_kl": float(kl), "stale_clip_fraction": float(outside)}
 
 
+def vtrace_on(cfg: Mapping[str, Any], recurrent: bool) -> bool:
+    """Whether a stale batch's advantages get V-trace's correction: agent.stale_correction, with auto meaning yes
+    for a feed-forward network updated at the current parameters (the measured default: issue 90)."""
+    if cfg["stale_correction"] == "auto":
+        return not recurrent and cfg["stale_update"] != "delayed"
+    return cfg["stale_correction"] == "vtrace"
+
+
 @torch.no_grad()
 def corrected(model: ActorCritic, buffer: RolloutBuffer, batch: Dict[str, torch.Tensor], cfg: Mapping[str, Any],
               size: int) -> Tuple[Dict[str, torch.Tensor], Dict[str, float]]:
@@ -74,7 +84,7 @@ def corrected(model: ActorCritic, buffer: RolloutBuffer, batch: Dict[str, torch.
     log_ratio = gaussian_log_prob(batch["actions"], start["mu"], log_std) - batch["log_probs"]
     measured = lag(batch["mu"], buffer.log_std, start["mu"], log_std, log_ratio, cfg["clip"])
     batch = dict(batch, start_mu=start["mu"])  # (the update's stale clip reads it: one forward, not two)
-    if cfg["stale_correction"] != "vtrace":
+    if not vtrace_on(cfg, recurrent=False):
         return batch, measured
     shape = (buffer.rollout_length, buffer.num_envs)
     advantages, returns = vtrace(buffer.rewards, buffer.dones, start["values"].view(shape), buffer.last_values,

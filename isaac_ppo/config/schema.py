@@ -97,13 +97,15 @@ class AgentConfig:
     normalizer_update: str = key("before_update", choice("before_update", "after_update"),
                                  "when the observation and value normalisers absorb a batch: before the update "
                                  "(it trains the policy that acts next) or after it (rsl_rl's order); agent/ppo.py")
-    stale_clip: str = key("behaviour", choice("behaviour", "proximal"),
-                          "concurrent collection: clip pi / pi_behaviour (HTS-RL), or around the policy at the "
-                          "update's start (proximal: decoupled PPO); agent/ppo.py")
-    stale_correction: str = key("none", choice("none", "vtrace"),
-                                "concurrent collection: the advantages and value targets as collected, or corrected "
-                                "for the one-update lag by V-trace's truncated importance weights (APPO); "
-                                "agent/stale.py")
+    stale_clip: str = key("proximal", choice("behaviour", "proximal"),
+                          "concurrent collection: clip around the policy at the update's start (proximal: decoupled "
+                          "PPO; the default since issue 90) or pi / pi_behaviour (HTS-RL's ratio as issue 48 ran "
+                          "it); agent/ppo.py")
+    stale_correction: str = key("auto", choice("auto", "none", "vtrace"),
+                                "concurrent collection: the advantages and value targets corrected for the "
+                                "one-update lag by V-trace's truncated importance weights (vtrace, APPO's), or as "
+                                "collected (none); auto: vtrace for a feed-forward network with the current update, "
+                                "none for a recurrent one or stale_update=delayed; agent/stale.py")
     stale_update: str = key("current", choice("current", "delayed"),
                             "concurrent collection: the update computed at the current parameters, or at the "
                             "behaviour policy's with its step added to the current ones (HTS-RL's delayed "

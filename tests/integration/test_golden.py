@@ -31,7 +31,10 @@ jump from its initial statistics: KL 0.031, the adaptive rate down to its floor)
 before that change on the machine that wrote the new one (an Intel Xeon with AVX-512, no AMX). And again when
 rows gained advantage_std (every row) and a stale batch's stale_kl and stale_clip_fraction (concurrent rows, issue
 90, 2026-12-05): keys added only; every value the old file held was the same bit for bit (checked by a script
-comparing the two files on the Intel Xeon with AVX-512 that wrote both).
+comparing the two files on the Intel Xeon with AVX-512 that wrote both). And again the same day when the stale
+batch's default update became the proximal clip with V-trace's correction (issue 90: the clip against the behaviour
+policy let Ant's concurrent updates run away): the concurrent and resumed runs' values changed; the sync and
+short_episodes runs are identical to the file before, bit for bit.
 """
 from __future__ import annotations
 
