@@ -111,8 +111,8 @@ class PPO:
         start_log_std = buffer.log_std
         if stale:
             with torch.no_grad():
-                start_mu = batch["start_mu"] if "start_mu" in batch else self._start_means(
-                    data, rows, plan.minibatch_size, split)
+                # (a feed-forward batch's means came with stale_batch's forward pass; a recurrent one unrolls here)
+                start_mu = self._start_means(data, rows, split) if model.recurrent else batch["start_mu"]
                 start_log_std = model.log_std.detach().clone()
                 if cfg["stale_clip"] == "proximal":
                     behaviour_log_probs = data["log_probs"]
@@ -186,11 +186,10 @@ class PPO:
             return unroll(self.model, mb["obs"], mb.get("states"), mb["hidden"], mb["starts"])
         return self.model(mb["obs"]) if "states" not in mb else self.model(mb["obs"], mb["states"])
 
-    def _start_means(self, data: Dict[str, torch.Tensor], rows: int, size: int, split: Optional[int]) -> torch.Tensor:
-        """The policy's means at the start of this update over the whole batch, in data's layout (stale batches)."""
+    def _start_means(self, data: Dict[str, torch.Tensor], rows: int, split: int) -> torch.Tensor:
+        """A recurrent policy's means at the start of this update over the whole batch of chunks, in data's layout
+        (stale batches; a feed-forward batch's come from agent/stale.py's start_policy)."""
         model = self.model
-        if split is None:
-            return torch.cat([model(obs)[0].float() for obs in data["obs"].split(size)])
         ids = torch.arange(rows, device=self.device)
         parts = [unroll(model, data["obs"][:, part], None, data["hidden"][part], data["starts"][:, part])[0].float()
                  for part in ids.tensor_split(split)]
