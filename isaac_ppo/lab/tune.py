@@ -50,11 +50,13 @@ ticks of training time (report_every_s), so trials are compared at equal wall cl
 trial is judged from its first evaluation on (before it, there is nothing to judge it by).
 
 Optuna is driven directly, not through Hydra's Optuna sweeper: hydra-optuna-sweeper 1.3 pins optuna 2.10, whose
-SQLite storage fails under SQLAlchemy 2, and the sweeper cannot stop a trial early. The study lives in an Optuna
-storage (default sqlite:///<runs_dir>/tune/<study>/study.db) opened with load_if_exists, so the same command
-resumes: finished trials (complete or pruned) count toward trials=N; a trial left RUNNING by a tuner that was
-killed (its process gone on this host) is marked FAIL and its parameters are queued again. SIGTERM or Ctrl-C
-stops the running trial (train saves), marks it FAIL with its parameters queued, and exits 75.
+SQLite storage fails under SQLAlchemy 2, and the sweeper cannot stop a trial early. `start` (a list of settings
+naming every searched key) is queued as a new study's first trials, so the history holds the point the search sets
+out to beat. The study lives in an Optuna storage (default sqlite:///<runs_dir>/tune/<study>/study.db) opened with
+load_if_exists, so the same command resumes: finished trials (complete or pruned) count toward trials=N; a trial
+left RUNNING by a tuner that was killed (its process gone on this host) is marked FAIL and its parameters are queued
+again. SIGTERM or Ctrl-C stops the running trial (train saves), marks it FAIL with its parameters queued, and exits
+75.
 """
 USAGE = ("usage: isaac-ppo-tune space=NAME trials=N study=NAME [storage=URL] [trial_cap_s=S] "
          "[TRAIN_OVERRIDE ...]")
@@ -125,6 +127,7 @@ def load_space(name: str) -> Dict[str, Any]:
         elif not (isinstance(values, list) and len(values) == 2 and all(isinstance(v, (int, float)) for v in values)
                   and values[0] < values[1]):
             raise UserError(f"{where}: search.{key}.{kinds[0]}: [low, high] with low < high")
+    space["start"] = _start_points(where, space.get("start") or [], search)
     space["measure"], space["threshold"] = _goal(where, space)
     space.setdefault("trial_cap_s", 600.0)
     space.setdefault("report_every_s", max(1.0, float(space["trial_cap_s"]) / 20))
@@ -133,6 +136,26 @@ def load_space(name: str) -> Dict[str, Any]:
     space.setdefault("seeds", None)
     space["path"] = path
     return space
+
+
+def _start_points(where: str, start: Any, search: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """`start`: settings the study tries first (the committed profile, say), each naming every searched key with a
+    value its spec allows, so that the search's history holds the point it sets out to beat."""
+    if not isinstance(start, list) or not all(isinstance(point, dict) for point in start):
+        raise UserError(f"{where}: start must be a list of {{KEY: VALUE}} settings, one per first trial")
+    for n, point in enumerate(start):
+        missing, unknown = sorted(set(search) - set(point)), sorted(set(point) - set(search))
+        if missing or unknown:
+            raise UserError(f"{where}: start[{n}] must name every searched key and no other "
+                            f"({'missing ' + ', '.join(missing) if missing else 'not searched ' + ', '.join(unknown)})")
+        for key, value in point.items():
+            spec = search[key]
+            inside = (value in spec["choices"] if "choices" in spec else
+                      isinstance(value, (int, float)) and not isinstance(value, bool)
+                      and spec.get("int", spec.get("float"))[0] <= value <= spec.get("int", spec.get("float"))[1])
+            if not inside:
+                raise UserError(f"{where}: start[{n}].{key}: {value!r} is outside search.{key}")
+    return start
 
 
 def sample(trial: Any, search: Dict[str, Any]) -> Dict[str, Any]:
@@ -329,6 +352,9 @@ def tune(own: Dict[str, Any], extra: List[str]) -> int:
         raise UserError(f"storage={storage}: cannot open the study: {reason}") from None
     os.makedirs(folder, exist_ok=True)  # (with storage= given, made once the study opened: a refusal makes none)
     retry_stale(study)
+    if not study.get_trials(deepcopy=False):  # a new study: its first trials are the space's start points
+        for point in space["start"]:
+            study.enqueue_trial(point, user_attrs={"start_point": True})
     from isaac_ppo.lab.report.clock import machine, machine_label  # (here: a refusal above stays quick)
 
     here = machine_label(machine())

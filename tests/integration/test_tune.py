@@ -15,6 +15,8 @@ import pytest
 pytestmark = pytest.mark.slow
 optuna = pytest.importorskip("optuna", reason="optuna is in the test extra: pip install -e '.[test]'")
 
+from isaac_ppo.lab.tune import load_space  # noqa: E402
+
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-tune")
 
 
@@ -36,6 +38,8 @@ def test_toy_study_runs_then_resumes_counting_trials_from_storage(tmp_path):
     assert first.returncode == 0, first.stdout + first.stderr
     trials = trials_of(tmp_path, "toy")
     assert len(finished(trials)) == 2 and len(trials) == 2
+    start = load_space("cartpole_toy")["start"][0]  # a new study tries the space's start point first
+    assert trials[0].params == start and trials[0].user_attrs["start_point"] and trials[1].params != start
     assert first.stdout.count("[tune] trial ") >= 4  # a command line and an outcome per trial
     folder = tmp_path / "tune" / "toy"
     best = json.loads((folder / "best.json").read_text())

@@ -90,3 +90,21 @@ def test_a_trial_aimed_at_a_measure_is_solved_when_it_is_and_takes_the_runs_own_
     result = run_trial(Trial(), [sys.executable, "-c", writer], str(tmp_path / "trials"), space, cap_s=120.0)
     assert (result["solved_s"], result["solved_env_steps"], result["best_eval"]) == (21.5, 200, 0.95)
     assert result["value"] == 21.5
+
+
+@pytest.mark.parametrize("start, message", [
+    ("start: {agent.learning_rate: 5.0e-4}\n", "start must be a list of {KEY: VALUE} settings"),
+    ("start: [{agent.learning_rate: 5.0e-4, num_envs: 64}]\n", "start[0] must name every searched key and no "
+                                                               "other (not searched num_envs)"),
+    ("start: [{agent.learning_rate: 0.01}]\n", "start[0].agent.learning_rate: 0.01 is outside search"),
+    ("start: [{agent.learning_rate: fast}]\n", "start[0].agent.learning_rate: 'fast' is outside search"),
+])
+def test_a_start_point_the_search_cannot_reach_is_one_line(tmp_path, start, message):
+    with pytest.raises(UserError) as caught:
+        load_space(space_file(tmp_path, "task: Cartpole\n" + start))
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_start_point_inside_the_search_is_kept_as_given(tmp_path):
+    space = load_space(space_file(tmp_path, "task: Cartpole\nstart: [{agent.learning_rate: 5.0e-4}]\n"))
+    assert space["start"] == [{"agent.learning_rate": 5.0e-4}]
