@@ -74,6 +74,7 @@ def resolve_sim(sim: str, device: str = "cpu") -> str:
 
 def make(
     task: str,
+    /,
     num_envs: Optional[int] = None,
     sim: str = "auto",
     seed: int = 0,
@@ -88,7 +89,9 @@ def make(
     physics runs on the CPU and each step makes one copy to device; on MuJoCo Warp it runs on device. task_cfg, when given, is the whole task node (as
     Hydra composed it) in place of cfg/task/<task>.yaml; overrides apply on top of either. On Isaac Gym, what
     differs from cfg/task/<task>.yaml (but mujoco.*, the port's own) is forwarded onto IsaacGymEnvs' task config,
-    and isaacgym_options are IsaacGymEnvs' device keys (isaacgym.make_env).
+    and isaacgym_options are IsaacGymEnvs' device keys (isaacgym.make_env). task is positional only, so that an
+    override of the task config's own `task` node (IsaacGymEnvs' randomisation switch) reads as the others:
+    make("ShadowHandOpenAI_FF", 8, task={"randomize": False}).
     """
     if task_cfg is None:
         cfg = load_task_config(task, overrides)

@@ -22,18 +22,34 @@ actionsMovingAverage, clamped; or relative (useRelativeControl): previous + dofS
 Reward (IsaacGymEnvs' compute_hand_reward): distRewardScale x |block - goal position| + rotRewardScale / (rotation
 distance + rotEps) + actionPenaltyScale x |a|^2, + reachGoalBonus on a success, + fallPenalty on a fall.
 The actions, the reward, goals, successes and the reset are written once for both hands (hand.py's InHandTask).
+
+IsaacGymEnvs' shadow_hand.py also holds what its ShadowHandOpenAI variants switch on (ShadowHandOpenAI in
+shadow_hand_openai.py declares that task; with ShadowHand.yaml's values each of these is off):
+- controlFrequencyInv physics steps of sim.dt a control step (its VecTask's repeat; 3: 20 Hz).
+- resetTime > 0: the episode lasts round(resetTime / (controlFrequencyInv x sim.dt)) control steps, replacing
+  episodeLength, as there.
+- Random forces on the block (forceScale > 0): each env's chance per control step, drawn once log-uniform in
+  forceProbRange; a force drawn N(0, 1) per axis x the block's mass x forceScale, in the block's frame (IsaacGymEnvs'
+  LOCAL_SPACE), replacing the env's force; every force decays by forceDecay ^ (sim.dt / forceDecayInterval) a
+  control step: IsaacGymEnvs' self.dt is sim.dt, so at controlFrequencyInv 3 the decay runs a third as fast as its
+  name says (kept). Zeroed at a reset. Here the force is turned into the world frame once a control step (from the
+  block's orientation as the step begins) and held through its physics steps (MuJoCo's xfrc_applied), where PhysX
+  applies the body-frame force anew at each of its physics steps: the block turns a few degrees within a 1/20 s
+  step. The mass is the model's, not a randomised one (IsaacGymEnvs: "we are not using new mass values after DR").
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+import math
+from typing import Any, Dict, Tuple
 
 import torch
 
-from isaac_ppo.domains import choice, integer, real, thresholds
+from isaac_ppo.domains import choice, integer, pair, positive, real, thresholds
 from isaac_ppo.envs.registry import ContractFacts, Gait, TaskSpec
 from isaac_ppo.tasks.base import Selection
 from isaac_ppo.tasks.manipulation.hand import (HAND_REWARD_TERMS, IN_HAND_DOMAINS, InHandTask, hand_reward,
                                                quat_conjugate, random_rotation)
+from isaac_ppo.tasks.legged.common import rotate
 from isaac_ppo.tasks.manipulation.kinematics import Kinematics, quat_mul
 
 __all__ = ["ShadowHand", "FINGERTIPS", "GOAL_POSITION", "OBS_SIZES", "hand_reward", "quat_conjugate", "quat_mul",
@@ -48,12 +64,14 @@ OBS_SIZES = {"openai": 42, "full_no_vel": 77, "full": 157, "full_state": 211}
 HAND_DOFS = 24
 
 
-# IsaacGymEnvs' observation types, its block only, one physics call a control step (controlFrequencyInv 1), and
-# the in-hand parameters both hands share (hand.py)
+# IsaacGymEnvs' observation types, its block only, the control step's physics steps, the episode in seconds, the
+# random forces (chances in (0, 1], a decay in [0, 1]), and the in-hand parameters both hands share (hand.py)
 SHADOW_HAND_DOMAINS = dict(IN_HAND_DOMAINS, **{
     "env.observationType": choice("openai", "full_no_vel", "full", "full_state"), "env.objectType": choice("block"),
-    "env.controlFrequencyInv": integer(1, 1), "env.maxConsecutiveSuccesses": integer(0),
-    "env.averFactor": real(0.0, 1.0),
+    "env.controlFrequencyInv": integer(1), "env.maxConsecutiveSuccesses": integer(0),
+    "env.averFactor": real(0.0, 1.0), "env.resetTime": real(),
+    "env.forceScale": real(0.0), "env.forceProbRange": pair(0.0, 1.0, low_open=True),
+    "env.forceDecay": real(0.0, 1.0), "env.forceDecayInterval": positive(),
 })
 
 
@@ -74,19 +92,68 @@ class ShadowHand(InHandTask):
     OBJECT_START = OBJECT_START
     GOAL_POSITION = GOAL_POSITION
     DROP_POSITION = (0.3, -0.39, 0.2)  # (the block beside the hand, 0.36 m below the goal position)
+    # IsaacGymEnvs' reward + 0.5 x fallPenalty on a time-out when maxConsecutiveSuccesses > 0 (compute_hand_reward)
+    timeout_penalty = True
 
     def __init__(self, cfg: Any, *args: Any, **kwargs: Any):
-        self.observation_type = str(cfg["env"]["observationType"])
+        env = cfg["env"]
+        self.observation_type = str(env["observationType"])
         self.num_obs = OBS_SIZES[self.observation_type]
+        self.force_scale = float(env.get("forceScale", 0.0))  # (IsaacGymEnvs' defaults where its YAML has none)
+        if self.force_scale > 0:  # the forces are written into the block's xfrc_applied; a resume carries them
+            self.derived_fields = type(self).derived_fields + ("xfrc_applied",)
+            self.state_buffers = type(self).state_buffers + ("forces", "force_prob")
         super().__init__(cfg, *args, **kwargs)
 
+    @classmethod
+    def control_step_of(cls, cfg: Any) -> float:
+        """IsaacGymEnvs' VecTask: controlFrequencyInv physics steps of sim.dt a control step."""
+        return float(cfg["sim"]["dt"]) * int(cfg["env"].get("controlFrequencyInv", 1))
+
+    def episode_length_steps(self) -> int:
+        """episodeLength, or with resetTime > 0, IsaacGymEnvs' round(resetTime / (controlFrequencyInv x sim.dt))."""
+        reset_time = float(self.cfg["env"].get("resetTime", -1.0))
+        return int(round(reset_time / self.dt)) if reset_time > 0 else int(self.cfg["env"]["episodeLength"])
+
+    @classmethod
+    def episode_overrides(cls, cfg: Any, steps: int) -> Dict[str, Any]:
+        return {"episodeLength": steps, "resetTime": -1.0} if "resetTime" in cfg["env"] else {"episodeLength": steps}
+
     def setup(self) -> None:
-        self.hand_setup(self.dt)
-        on, model = self.sim_device, self.model
+        self.hand_setup(float(self.cfg["sim"]["dt"]))  # (relative control: IsaacGymEnvs' self.dt, sim.dt)
+        on, model, env = self.sim_device, self.model, self.cfg["env"]
+        if self.force_scale > 0:
+            low, high = (float(p) for p in env.get("forceProbRange", (0.001, 0.1)))
+            u = torch.rand(self.num_envs, generator=self.generator, device=on)
+            self.force_prob = torch.exp((math.log(low) - math.log(high)) * u + math.log(high))  # (as there)
+            self.forces = torch.zeros(self.num_envs, 3, device=on)  # in the block's frame
+            self.force_decay = float(env.get("forceDecay", 0.99)) ** (
+                float(self.cfg["sim"]["dt"]) / float(env.get("forceDecayInterval", 0.08)))
+            self.block_body = int(model.body("object").id)
+            self.block_mass = float(model.body_mass[self.block_body])
         self.kinematics = Kinematics(model, FINGERTIPS, on)
         self.sensor_rows = torch.cat([torch.arange(int(model.sensor(f"ft_{kind}_{tip}").adr[0]),
                                                    int(model.sensor(f"ft_{kind}_{tip}").adr[0]) + 3)
                                       for tip in SENSOR_SITES for kind in ("force", "torque")]).to(on)
+
+    def set_controls(self, actions: torch.Tensor, n: int) -> None:
+        """The joint targets (hand.py), then IsaacGymEnvs' random forces on the block (module docstring)."""
+        super().set_controls(actions, n)
+        if self.force_scale <= 0:
+            return
+        self.forces[:n] *= self.force_decay
+        hit = torch.rand(n, generator=self.generator, device=self.sim_device) < self.force_prob[:n]
+        drawn = torch.randn(n, 3, generator=self.generator, device=self.sim_device)
+        self.forces[:n] = torch.where(hit[:, None], drawn * self.block_mass * self.force_scale, self.forces[:n])
+        at = self.block_qpos + 3
+        world = rotate(self.qpos[:n, at:at + 4].float(), self.forces[:n])
+        xfrc = self.derived["xfrc_applied"]
+        xfrc[:n, self.block_body, 0:3] = world.to(xfrc.dtype)
+
+    def reset_state(self, ids: torch.Tensor) -> None:
+        super().reset_state(ids)
+        if self.force_scale > 0:
+            self.forces[ids] = 0.0
 
     # ----------------------------------------------------------------------------------------------
     # quantities of the state
