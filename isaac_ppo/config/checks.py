@@ -201,7 +201,9 @@ def _canonical(tree: Any) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _shipped(path: str, mtime: float) -> str:
-    return _canonical(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+    from isaac_ppo.envs.registry import load_task_file  # (a task file may start from another's: its defaults)
+
+    return _canonical(OmegaConf.to_container(load_task_file(path), resolve=True))
 
 
 def task_domains(task: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -229,8 +231,11 @@ def check_critic_observations(asymmetric: bool, task: Dict[str, Any]) -> None:
 
 def critic_observations_on(cfg: DictConfig) -> bool:
     """Whether the run's critic gets the task's critic observations: asymmetric=true, or the task config's own
-    env.asymmetric_observations (IsaacGymEnvs' key)."""
-    return bool(cfg.asymmetric or (cfg.task.get("env") or {}).get("asymmetric_observations", False))
+    env.asymmetric_observations (IsaacGymEnvs' key), whose value is checked here: the checks that read it come
+    before the task's own (check), and a wrong value must be named as itself, not as what it switched off."""
+    own = (cfg.task.get("env") or {}).get("asymmetric_observations", False)
+    domains.check({"task.env.asymmetric_observations": own}, {"task.env.asymmetric_observations": domains.boolean()})
+    return bool(cfg.asymmetric or own)
 
 
 def check_profile(profile: str, task: str) -> None:

@@ -34,7 +34,7 @@ def load_task_config(task: str, overrides: Optional[Dict[str, Any]] = None) -> D
     path = registry.task_config_path(task)
     if path is None:
         raise UserError(f"unknown task {task!r}; available tasks: {', '.join(available_tasks())}")
-    return apply_overrides(OmegaConf.load(path), overrides, task)
+    return apply_overrides(registry.load_task_file(path), overrides, task)
 
 
 def apply_overrides(cfg: DictConfig, overrides: Optional[Dict[str, Any]], task: str) -> DictConfig:

@@ -124,11 +124,36 @@ def available_tasks() -> List[str]:
     return sorted(names)
 
 
-@functools.lru_cache(maxsize=None)
-def _entry_point_in(path: str, mtime: float) -> Optional[str]:
+def load_task_file(path: str, _seen: Tuple[str, ...] = ()) -> Any:
+    """A task YAML as Hydra composes it into the task group: a file may start from another task's file with a
+    `defaults` list, as IsaacGymEnvs' do (ShadowHandOpenAI_LSTM.yaml: `defaults: [ShadowHandOpenAI_FF, _self_]`):
+    each named file (looked up beside it, then in task_config_dirs()) merged in order, the file's own keys where
+    `_self_` stands (last when it is not listed, as Hydra places it)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.load(path).get("entry_point")
+    own = OmegaConf.load(path)
+    if "defaults" not in own:
+        return own
+    entries = list(own.pop("defaults") or [])
+    if "_self_" not in entries:
+        entries.append("_self_")
+    merged = OmegaConf.create()
+    for entry in entries:
+        if entry == "_self_":
+            merged = OmegaConf.merge(merged, own)
+            continue
+        beside = os.path.join(os.path.dirname(path), f"{entry}.yaml")
+        base = beside if os.path.isfile(beside) else task_config_path(str(entry))
+        if not isinstance(entry, str) or base is None or base in _seen + (path,):
+            raise UserError(f"{path}: defaults entry {entry!r} names no other task file (a task file starts from "
+                            "another by its name, e.g. defaults: [ShadowHandOpenAI_FF, _self_])")
+        merged = OmegaConf.merge(merged, load_task_file(base, _seen + (path,)))
+    return merged
+
+
+@functools.lru_cache(maxsize=None)
+def _entry_point_in(path: str, mtime: float) -> Optional[str]:
+    return load_task_file(path).get("entry_point")
 
 
 def entry_point(name: str) -> Optional[str]:

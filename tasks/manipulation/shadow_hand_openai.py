@@ -7,8 +7,9 @@ costing 50, random forces on the block, and IsaacGymEnvs' domain randomisation o
 IsaacGymEnvs writes this variant as its ShadowHand class reading another task file (its YAML's name is ShadowHand);
 here the class is ShadowHand's (shadow_hand.py: the 20 Hz step, resetTime and the random forces are there, off
 under ShadowHand.yaml), declared under its own name so that task=ShadowHandOpenAI_FF finds its file, its agent
-(ShadowHandOpenAI_FFPPO: IsaacGymEnvs' ShadowHandPPOAsymm values) and its entries in RESULTS. IsaacGymEnvs'
-ShadowHandOpenAI_LSTM (the same task under ShadowHandPPOAsymmLSTM, 8,192 envs) is not declared yet.
+(ShadowHandOpenAI_FFPPO: IsaacGymEnvs' ShadowHandPPOAsymm values) and its entries in RESULTS. ShadowHandOpenAI_LSTM
+is the same task under another name: its file starts from ShadowHandOpenAI_FF's (8,192 envs) and its agent is
+IsaacGymEnvs' ShadowHandPPOAsymmLSTM.
 """
 from __future__ import annotations
 
@@ -27,3 +28,7 @@ class ShadowHandOpenAI(ShadowHand):
         ShadowHand.spec, name="ShadowHandOpenAI_FF",
         contract=ContractFacts(overrides={"task": {"randomize": False}, "env": {"successTolerance": 0.1}},
                                last_actions_in_obs=True, reset_column=15, reset_noise=0.01))
+
+
+class ShadowHandOpenAILSTM(ShadowHandOpenAI):
+    spec = dataclasses.replace(ShadowHandOpenAI.spec, name="ShadowHandOpenAI_LSTM")

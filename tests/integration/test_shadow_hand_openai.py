@@ -94,3 +94,33 @@ def test_shadowhand_itself_has_no_forces_and_keeps_its_60_hz_episode():
     assert env.force_scale == 0.0 and not hasattr(env, "forces") and "xfrc_applied" not in env.derived
     assert env.dt == pytest.approx(0.01667) and env.max_episode_length == 600
     assert "forces" not in env.state_dict()
+
+
+def test_the_lstm_task_file_starts_from_the_feed_forward_one_as_isaacgymenvs_does():
+    """ShadowHandOpenAI_LSTM.yaml: `defaults: [ShadowHandOpenAI_FF, _self_]` and 8,192 envs, read the same by Hydra
+    (the run's config) and by make() (registry.load_task_file); its agent is IsaacGymEnvs' ShadowHandPPOAsymmLSTM."""
+    from isaac_ppo.config.compose import compose_config
+    from isaac_ppo.config.files import task_goals
+
+    cfg = compose_config(["task=ShadowHandOpenAI_LSTM"])
+    assert cfg.task.name == "ShadowHandOpenAI_LSTM" and cfg.task.env.numEnvs == 8192
+    assert cfg.task.env.observationType == "openai" and cfg.task.env.forceScale == 1.0 and cfg.task.task.randomize
+    assert "defaults" not in cfg.task
+    assert cfg.agent.name == "ShadowHandOpenAI_LSTMPPO" and cfg.agent.network.rnn.name == "lstm"
+    assert cfg.agent.network.rnn.units == 1024 and cfg.agent.gamma == 0.998
+    env = make("ShadowHandOpenAI_LSTM", 2, sim="mujoco", seed=3, task={"randomize": False})
+    assert (env.num_obs, env.num_states, env.max_episode_length) == (42, 211, 160) and env.cfg["env"]["numEnvs"] == 8192
+    assert task_goals("ShadowHandOpenAI_LSTM") == ([], {"successes": [1, 10]})  # (inherited)
+
+
+def test_a_task_file_whose_defaults_name_no_task_file_is_one_line(tmp_path):
+    from isaac_ppo.envs.registry import load_task_file
+    from isaac_ppo.errors import UserError
+
+    path = tmp_path / "Mine.yaml"
+    path.write_text("defaults:\n  - NoSuchTask\n  - _self_\nname: Mine\n")
+    with pytest.raises(UserError, match="defaults entry 'NoSuchTask' names no other task file"):
+        load_task_file(str(path))
+    path.write_text("defaults:\n  - Mine\nname: Mine\n")  # (itself: a loop)
+    with pytest.raises(UserError, match="defaults entry 'Mine' names no other task file"):
+        load_task_file(str(path))
