@@ -201,7 +201,7 @@ def _canonical(tree: Any) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _shipped(path: str, mtime: float) -> str:
-    from isaac_ppo.envs.registry import load_task_file  # (a task file may start from another's: its defaults)
+    from isaac_ppo.task_files import load_task_file  # (a task file may start from another's: its defaults)
 
     return _canonical(OmegaConf.to_container(load_task_file(path), resolve=True))
 

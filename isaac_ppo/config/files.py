@@ -36,7 +36,7 @@ def task_goals(task: str) -> Tuple[List[float], Dict[str, List[float]]]:
     path = os.path.join(cfg_dir("task"), f"{task}.yaml")
     if not os.path.isfile(path):
         return [], {}
-    from isaac_ppo.envs.registry import load_task_file  # (a task file may start from another's: its defaults)
+    from isaac_ppo.task_files import load_task_file  # (a task file may start from another's: its defaults)
 
     config = OmegaConf.to_container(load_task_file(path))
     return list(config.get("solve_thresholds") or []), dict(config.get("solve_measures") or {})

@@ -33,7 +33,7 @@ BASE = ["task=Cartpole", "sim=mujoco"]
     ("+task.env.episodeLenght=100",
      "task.env.episodeLenght=100: task Cartpole has no such parameter (did you mean task.env.episodeLength?)"),
     ("+agent.gama=0.9", "unknown config key 'agent.gama' (did you mean agent.gamma?): nothing reads it"),
-    ("task=ant", "task=ant does not exist: did you mean task=Ant? (task options: AllegroHand, Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, FrankaCubeStack, Humanoid, Ingenuity, Quadcopter, ShadowHand)"),
+    ("task=ant", "task=ant does not exist: did you mean task=Ant? (task options: AllegroHand, Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, FrankaCubeStack, Humanoid, Ingenuity, Quadcopter, ShadowHand, ShadowHandOpenAI_FF, ShadowHandOpenAI_LSTM)"),
 ])
 def test_meaningless_values_are_refused_naming_the_key(override, message):
     with pytest.raises(UserError) as error:
@@ -84,7 +84,7 @@ def test_a_misspelt_task_on_the_command_line_is_one_line_and_exit_2(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "isaac-ppo-train: task=humanoid does not exist: did you mean task=Humanoid? "
-        "(task options: AllegroHand, Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, FrankaCubeStack, Humanoid, Ingenuity, Quadcopter, ShadowHand)"]
+        "(task options: AllegroHand, Ant, Anymal, AnymalTerrain, BallBalance, Cartpole, FrankaCabinet, FrankaCubeStack, Humanoid, Ingenuity, Quadcopter, ShadowHand, ShadowHandOpenAI_FF, ShadowHandOpenAI_LSTM)"]
     assert not (tmp_path / "runs").exists()
 
 
