@@ -150,9 +150,9 @@ def _start_points(where: str, start: Any, search: Dict[str, Any]) -> List[Dict[s
                             f"({'missing ' + ', '.join(missing) if missing else 'not searched ' + ', '.join(unknown)})")
         for key, value in point.items():
             spec = search[key]
+            low, high = spec.get("int", spec.get("float", (None, None)))
             inside = (value in spec["choices"] if "choices" in spec else
-                      isinstance(value, (int, float)) and not isinstance(value, bool)
-                      and spec.get("int", spec.get("float"))[0] <= value <= spec.get("int", spec.get("float"))[1])
+                      isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high)
             if not inside:
                 raise UserError(f"{where}: start[{n}].{key}: {value!r} is outside search.{key}")
     return start

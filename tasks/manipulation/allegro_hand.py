@@ -32,7 +32,7 @@ and the collision shapes are primitives fitted to the URDF's meshes (the header'
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Tuple
+from typing import Any, Tuple
 
 import torch
 
@@ -77,7 +77,6 @@ class AllegroHand(InHandTask):
     OBJECT_START = OBJECT_START
     GOAL_POSITION = GOAL_POSITION
     DROP_POSITION = (0.3, -0.2, 0.2)  # (the block beside the hand, 0.44 m from the goal position)
-    timeout_penalty = True
 
     def __init__(self, cfg: Any, *args: Any, **kwargs: Any):
         self.observation_type = str(cfg["env"]["observationType"])
@@ -88,13 +87,8 @@ class AllegroHand(InHandTask):
         self.num_obs = OBS_SIZES[self.observation_type]
         super().__init__(cfg, *args, **kwargs)
 
-    @classmethod
-    def control_step_of(cls, cfg: Mapping[str, Any]) -> float:
-        """IsaacGymEnvs' VecTask: controlFrequencyInv physics steps of sim.dt a control step (2 x 1/60 s)."""
-        return float(cfg["sim"]["dt"]) * int(cfg["env"]["controlFrequencyInv"])
-
     def setup(self) -> None:
-        self.hand_setup(float(self.cfg["sim"]["dt"]))  # (relative control: IsaacGymEnvs' self.dt, sim.dt)
+        self.hand_setup()
 
     def _full_state(self, sel: Selection) -> torch.Tensor:
         qpos, qvel = self.qpos[sel].float(), self.qvel[sel].float()

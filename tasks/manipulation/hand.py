@@ -18,7 +18,7 @@ copies of one task (shadow_hand.py, allegro_hand.py), and so does the port, once
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Mapping, Tuple
 
 import torch
 
@@ -86,13 +86,16 @@ class InHandTask(MujocoTask):
     OBJECT_START: Tuple[float, float, float] = (0.0, 0.0, 0.0)  # the block's start position (world)
     GOAL_POSITION: Tuple[float, float, float] = (0.0, 0.0, 0.0)  # the goal's position for the reward
     DROP_POSITION: Tuple[float, float, float] = (0.0, 0.0, 0.0)  # make_terminal's: past fallDistance from the goal
-    # IsaacGymEnvs' reward + 0.5 x fallPenalty on a time-out when maxConsecutiveSuccesses > 0
-    timeout_penalty = False
     state_buffers = MujocoTask.state_buffers + ("targets", "goal_rot", "successes")
 
-    def hand_setup(self, target_dt: float) -> None:
-        """The hand's limits, the block's rows, the goal and success buffers and the scales; target_dt: the dt of
-        relative control's step (IsaacGymEnvs' self.dt)."""
+    @classmethod
+    def control_step_of(cls, cfg: Mapping[str, Any]) -> float:
+        """IsaacGymEnvs' VecTask: controlFrequencyInv physics steps of sim.dt a control step (AllegroHand 2,
+        ShadowHandOpenAI_FF 3, ShadowHand 1)."""
+        return float(cfg["sim"]["dt"]) * int(cfg["env"].get("controlFrequencyInv", 1))
+
+    def hand_setup(self) -> None:
+        """The hand's limits, the block's rows, the goal and success buffers and the scales."""
         on, model, env = self.sim_device, self.model, self.cfg["env"]
         self.actuated = torch.tensor([int(model.jnt_dofadr[model.actuator_trnid[a, 0]]) for a in range(model.nu)],
                                      device=on)
@@ -111,7 +114,7 @@ class InHandTask(MujocoTask):
         self.scales = {key: float(env[key]) for key in SCALE_KEYS}
         self.max_successes = int(env["maxConsecutiveSuccesses"])
         self.relative = bool(env["useRelativeControl"])
-        self.target_dt = float(target_dt)
+        self.target_dt = float(self.cfg["sim"]["dt"])  # relative control's step: IsaacGymEnvs' self.dt, sim.dt
 
     def set_controls(self, actions: torch.Tensor, n: int) -> None:
         if self.relative:
@@ -146,10 +149,11 @@ class InHandTask(MujocoTask):
         if self.max_successes > 0:
             self.progress[ids[reached]] = 0  # (a success restarts the time budget)
             terminated = terminated | (self.successes[ids] >= self.max_successes)
-            if self.timeout_penalty:  # (the step the base class times out on: progress at the episode's length)
-                timed_out = (self.progress[ids] >= self.max_episode_length).float()
-                terms["fall_penalty"] = terms["fall_penalty"] + 0.5 * self.scales["fallPenalty"] * timed_out
-                reward = sum(terms.values())
+            # IsaacGymEnvs' + 0.5 x fallPenalty on a time-out (the step the base class times out on: progress at the
+            # episode's length)
+            timed_out = (self.progress[ids] >= self.max_episode_length).float()
+            terms["fall_penalty"] = terms["fall_penalty"] + 0.5 * self.scales["fallPenalty"] * timed_out
+            reward = sum(terms.values())
         self.reward_terms = terms
         self.measures = {"rotation_distance_rad": rotation,
                          "goal_distance_m": (position - self.goal_position).norm(dim=1)}

@@ -92,8 +92,6 @@ class ShadowHand(InHandTask):
     OBJECT_START = OBJECT_START
     GOAL_POSITION = GOAL_POSITION
     DROP_POSITION = (0.3, -0.39, 0.2)  # (the block beside the hand, 0.36 m below the goal position)
-    # IsaacGymEnvs' reward + 0.5 x fallPenalty on a time-out when maxConsecutiveSuccesses > 0 (compute_hand_reward)
-    timeout_penalty = True
 
     def __init__(self, cfg: Any, *args: Any, **kwargs: Any):
         env = cfg["env"]
@@ -105,11 +103,6 @@ class ShadowHand(InHandTask):
             self.state_buffers = type(self).state_buffers + ("forces", "force_prob")
         super().__init__(cfg, *args, **kwargs)
 
-    @classmethod
-    def control_step_of(cls, cfg: Any) -> float:
-        """IsaacGymEnvs' VecTask: controlFrequencyInv physics steps of sim.dt a control step."""
-        return float(cfg["sim"]["dt"]) * int(cfg["env"].get("controlFrequencyInv", 1))
-
     def episode_length_steps(self) -> int:
         """episodeLength, or with resetTime > 0, IsaacGymEnvs' round(resetTime / (controlFrequencyInv x sim.dt))."""
         reset_time = float(self.cfg["env"].get("resetTime", -1.0))
@@ -120,7 +113,7 @@ class ShadowHand(InHandTask):
         return {"episodeLength": steps, "resetTime": -1.0} if "resetTime" in cfg["env"] else {"episodeLength": steps}
 
     def setup(self) -> None:
-        self.hand_setup(float(self.cfg["sim"]["dt"]))  # (relative control: IsaacGymEnvs' self.dt, sim.dt)
+        self.hand_setup()
         on, model, env = self.sim_device, self.model, self.cfg["env"]
         if self.force_scale > 0:
             low, high = (float(p) for p in env.get("forceProbRange", (0.001, 0.1)))
