@@ -9,8 +9,7 @@ env.controlFrequencyInv, counted over the pool as its sim's frame count is):
   value for the whole pool, as PhysX has one scene), when `frequency` frames have passed since the last time;
 - actor_params: per env and per element (each DOF, body, geom or tendon of the actor its own sample), drawn for
   every env at the first reset and again for an env that resets after `frequency` control steps since its last
-  draw. setup_only parameters are drawn once, at the first reset. (IsaacGymEnvs' ShadowHand never counts its envs'
-  steps, so there its actor parameters keep their first draw; the port re-draws as the docs describe.)
+  draw. setup_only parameters are drawn once, at the first reset.
 
 How IsaacGymEnvs' properties map onto MuJoCo's model fields, per env (mujoco.batch's Batch.expand, MuJoCo Warp's
 batched model fields), the actor being the subtree of the body its task's spec names (TaskSpec.actors):
@@ -19,9 +18,12 @@ batched model fields), the actor being the subtree of the body its task's spec n
   the joint's range; armature and friction the DOF's armature and frictionloss;
 - rigid_body_properties: mass, the inertia scaled with it (IsaacGymEnvs recomputes the inertia);
 - rigid_shape_properties: friction (sliding), torsion_friction and rolling_friction the geom's friction columns;
-- tendon_properties: damping and stiffness of the tendons whose joints are the actor's.
-What has no counterpart here (color, scale, restitution, a DOF's velocity or effort, the other PhysX keys) is said once,
-in one line, when the env is built, and not applied.
+- tendon_properties: damping and stiffness of the tendons whose joints are the actor's;
+- scale (one draw per env for the whole actor, IsaacGymEnvs' set_actor_scale): the actor's geometry and the positions
+  inside it times s, its masses times s^3 and inertias times s^5 (PhysX's rule for scaling a rigid actor at constant
+  density), on top of any mass draw.
+What has no counterpart here (color, restitution, a DOF's velocity or effort, the other PhysX keys) is said once, in
+one line, when the env is built, and not applied.
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ SUPPORTED = {
     "tendon_properties": {"damping": "tendon_damping", "stiffness": "tendon_stiffness"},
 }
 POSITIVE = ("mass", "friction", "torsion_friction", "rolling_friction")  # must stay > 0 (friction 0: NaN on Warp)
+# (and an actor's scale: its one original value is 1)
 PREFIX = "task.task.randomization_params"
 
 
@@ -164,8 +167,13 @@ def read_plan(params: Any, actors: Sequence[str] = ()) -> Plan:
             raise UserError(f"{key}={properties!r} must map properties to their randomisation")
         draws: Dict[Tuple[str, str], Draw] = {}
         for prop, attrs in properties.items():
+            if prop == "scale":  # (one draw for the whole actor: no attributes)
+                draw = _draw(attrs, f"{key}.scale", DRAW_KEYS, DISTRIBUTIONS)
+                _keep_positive(draw, original=1.0)
+                draws[(prop, "")] = draw
+                continue
             if prop not in SUPPORTED:
-                unsupported.append(f"actor_params.{actor}.{prop}")  # (color, scale: no counterpart here)
+                unsupported.append(f"actor_params.{actor}.{prop}")  # (color: no counterpart here)
                 continue
             if not isinstance(attrs, Mapping):
                 raise UserError(f"{key}.{prop}={attrs!r} must map attributes to their randomisation")
@@ -240,9 +248,15 @@ def _pair(value: Any, key: str, distribution: str) -> Tuple[float, float]:
     return low, high
 
 
-def _keep_positive(draw: Draw) -> None:
-    """A scaling of a quantity that must stay > 0 (mass, friction) must not reach 0: a gaussian always can; a
-    uniform range from <= 0 can. (An additive draw is checked against the model's values when the env is built.)"""
+def _keep_positive(draw: Draw, original: Optional[float] = None) -> None:
+    """A scaling of a quantity that must stay > 0 (mass, friction, scale) must not reach 0: a gaussian always can; a
+    uniform range from <= 0 can. An additive draw is checked against the original value when it is known here
+    (scale's 1), else against the model's values when the env is built."""
+    if draw.operation == "additive" and original is not None:
+        if draw.distribution == "gaussian" or original + draw.low <= 0:
+            raise UserError(f"{draw.key}: an additive {draw.distribution} [{draw.low}, {draw.high}] can take "
+                            f"{original:g} to 0 or below: narrow it, or scale it")
+        return
     if draw.operation != "scaling":
         return
     if draw.distribution == "gaussian" or draw.low <= 0:

@@ -29,6 +29,12 @@ class Target:
     original: torch.Tensor
     writes: List[Tuple[str, Tuple[Any, ...], float]]
     inertia_of: Optional[np.ndarray] = None  # (mass: the bodies whose inertia scales with it)
+    actor: str = ""
+    # scale (one value per env, original 1): fields times s from their values before any draw, (field, index) each,
+    # and the bodies whose mass and inertia follow s^3 and s^5
+    geometry: Optional[List[Tuple[str, Tuple[Any, ...]]]] = None
+    bodies: Optional[np.ndarray] = None
+    base: List[torch.Tensor] = dataclasses.field(default_factory=list)
 
 
 def randomizer_of(task: Any) -> Optional["Randomizer"]:
@@ -51,10 +57,13 @@ class Randomizer:
         self.targets: List[Target] = []
         for actor, draws in plan.actors.items():
             for (prop, attr), draw in draws.items():
-                self.targets += targets_of(task.model, actors[actor], prop, attr, draw)
+                for target in targets_of(task.model, actors[actor], prop, attr, draw):
+                    self.targets.append(dataclasses.replace(target, actor=actor))
+        self.scaled_actors = sorted({t.actor for t in self.targets if t.geometry is not None})
         fields = {field for t in self.targets for field, _, _ in t.writes}
-        if any(t.inertia_of is not None for t in self.targets):
-            fields.add("body_inertia")
+        fields |= {field for t in self.targets for field, _ in (t.geometry or ())}
+        if any(t.inertia_of is not None for t in self.targets) or self.scaled_actors:
+            fields |= {"body_mass", "body_inertia"}
         self.needs_const = bool(fields & set(MASS_FIELDS))
         if self.needs_const:
             fields |= {f for f in DERIVED if getattr(task.model, f).size}
@@ -76,6 +85,11 @@ class Randomizer:
         self.noise: Dict[str, Tuple[Tuple[float, float], Tuple[float, float]]] = {}
         self.correlated: Dict[str, Optional[torch.Tensor]] = {}
         self.gravity = self.original_gravity.clone()
+        # each env's scale of each scaled actor (1: as modelled), and the geometry it multiplies, as built
+        self.scales = {a: torch.ones(self.num_envs, dtype=torch.float64, device=self.device) for a in self.scaled_actors}
+        for target in self.targets:
+            if target.geometry is not None:
+                target.base = [self.sim.model_fields[f][0][index].clone() for f, index in target.geometry]
 
     # ----------------------------------------------------------------------------------------------
     # the step
@@ -143,16 +157,42 @@ class Randomizer:
         k = target.original.numel()
         sample = target.draw.sample((ids.numel(), k), self.frames, self.generator, self.device)
         values = target.draw.apply(target.original.to(self.device), sample)
+        if target.geometry is not None:
+            self._scale(target, ids, values[:, 0])
+            return
         fields = self.sim.model_fields
+        # (an actor's scale multiplies its drawn masses by s^3 and inertias by s^5)
+        scale = self.scales[target.actor][ids] if target.actor in self.scales else None
         for field, index, factor in target.writes:
             view = fields[field]
-            view[(ids.to(view.device)[:, None],) + index] = (values * factor).to(view.device, view.dtype)
+            new = values * factor if scale is None or field != "body_mass" else values * scale[:, None] ** 3
+            view[(ids.to(view.device)[:, None],) + index] = new.to(view.device, view.dtype)
         if target.inertia_of is not None:  # (IsaacGymEnvs recomputes the inertia: it scales with the mass)
-            ratio = (values / target.original.to(self.device)).to(fields["body_inertia"].device)
-            bodies = torch.as_tensor(target.inertia_of, device=ratio.device)
+            ratio = values / target.original.to(self.device)
+            if scale is not None:
+                ratio = ratio * scale[:, None] ** 5
             inertia = fields["body_inertia"]
+            ratio = ratio.to(inertia.device)
+            bodies = torch.as_tensor(target.inertia_of, device=ratio.device)
             original = torch.as_tensor(self.base_inertia[target.inertia_of], device=inertia.device)
             inertia[ids.to(inertia.device)[:, None], bodies] = (original * ratio[..., None]).to(inertia.dtype)
+
+    def _scale(self, target: Target, ids: torch.Tensor, s: torch.Tensor) -> None:
+        """IsaacGymEnvs' set_actor_scale(s) for envs ids: the geometry and the positions inside the actor times s
+        from their built values; masses and inertias times the change of s cubed and to the fifth (constant
+        density, PhysX's rule), so that a mass draw on the same bodies stays in them."""
+        fields = self.sim.model_fields
+        change = s / self.scales[target.actor][ids]
+        self.scales[target.actor][ids] = s
+        for (field, index), base in zip(target.geometry, target.base):
+            view = fields[field]
+            factor = s.to(view.device, view.dtype).view(-1, *([1] * base.dim()))
+            view[(ids.to(view.device)[:, None],) + index] = base[None] * factor
+        for field, power in (("body_mass", 3), ("body_inertia", 5)):
+            view = fields[field]
+            rows = (ids.to(view.device)[:, None], torch.as_tensor(target.bodies, device=view.device))
+            factor = (change ** power).to(view.device, view.dtype).view(-1, *([1] * (view[rows].dim() - 1)))
+            view[rows] = view[rows] * factor
 
     # ----------------------------------------------------------------------------------------------
     # resume
@@ -161,7 +201,7 @@ class Randomizer:
         return {"generator": self.generator.get_state(), "frames": self.frames, "last_redraw": self.last_redraw,
                 "first": self.first, "steps_since": self.steps_since.clone(), "noise": dict(self.noise),
                 "correlated": {k: (None if v is None else v.clone()) for k, v in self.correlated.items()},
-                "gravity": self.gravity.clone(),
+                "gravity": self.gravity.clone(), "scales": {a: v.clone() for a, v in self.scales.items()},
                 "fields": {f: self.sim.model_fields[f].clone() for f in self.fields}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -171,6 +211,8 @@ class Randomizer:
         self.noise = dict(state["noise"])
         self.correlated = dict(state["correlated"])
         self.gravity = state["gravity"].clone()
+        for actor, scale in state.get("scales", {}).items():  # (absent from checkpoints before scale was applied)
+            self.scales[actor].copy_(scale)
         if self.plan.gravity is not None:
             self.sim.set_gravity(self.gravity)
         for field, values in state["fields"].items():
@@ -206,6 +248,17 @@ def targets_of(model: Any, root_name: str, prop: str, attr: str, draw: Draw) -> 
         values = torch.as_tensor(np.asarray(original, dtype=np.float64))
         return [Target(draw, values, writes, **extra)] if values.numel() else []
 
+    if prop == "scale":  # (the root body's own position places the actor: not scaled)
+        children = np.array(bodies[1:], dtype=np.int64)
+        all_joints = np.array([j for j in range(model.njnt) if int(model.jnt_bodyid[j]) in body_set], dtype=np.int64)
+        sites = np.array([s for s in range(model.nsite) if int(model.site_bodyid[s]) in body_set], dtype=np.int64)
+        ids = np.array(geoms, dtype=np.int64)
+        geometry = [("geom_size", (ids,)), ("geom_pos", (ids,)), ("geom_rbound", (ids,)), ("geom_aabb", (ids,)),
+                    ("body_ipos", (np.array(bodies, dtype=np.int64),)), ("body_pos", (children,)),
+                    ("jnt_pos", (all_joints,)), ("site_pos", (sites,))]
+        return [Target(draw, torch.ones(1, dtype=torch.float64), [],
+                       geometry=[(f, index) for f, index in geometry if index[0].size],
+                       bodies=np.array([b for b in bodies if model.body_mass[b] > 0], dtype=np.int64))]
     if prop == "dof_properties":
         dofs = np.array([int(model.jnt_dofadr[j]) for j in joints], dtype=np.int64)
         if attr in ("stiffness", "damping"):

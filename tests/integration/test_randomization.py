@@ -92,6 +92,10 @@ def test_buckets_are_isaacgymenvs_including_its_wrap_below_the_lowest():
      "IsaacGymEnvs' dof_properties has no attribute 'stiffnes'"),
     ("actor_params.robot", {}, "this task has no actor 'robot' (its actors: ant)"),
     ("actions.schedule", "cosine", "actions.schedule='cosine' is outside its domain: one of linear, constant"),
+    ("actor_params.ant.scale", {"range": [-1.0, 0.5], "operation": "additive", "distribution": "uniform"},
+     "scale: an additive uniform [-1.0, 0.5] can take 1 to 0 or below"),
+    ("actor_params.ant.scale", {"range": [0.0, 1.1], "operation": "scaling", "distribution": "uniform"},
+     "a scaling that can reach 0 or below"),
 ])
 def test_the_schema_refuses_in_one_line_naming_the_key(key, value, fragment):
     params = _config("Ant", **{key: value})["task"]["randomization_params"]
@@ -242,7 +246,7 @@ def test_randomize_true_without_a_block_is_one_line():
 
 def test_shadow_hands_block_reaches_its_tendons_and_both_actors():
     env = _env("ShadowHand", 2)
-    kinds = {(t.draw.key.rsplit(".", 2)[-2], t.writes[0][0]) for t in env.randomizer.targets}
+    kinds = {(t.draw.key.rsplit(".", 2)[-2], t.writes[0][0]) for t in env.randomizer.targets if t.writes}
     assert ("tendon_properties", "tendon_damping") in kinds and ("rigid_shape_properties", "geom_friction") in kinds
     env.reset()
     tendon = env.sim.model_fields["tendon_damping"].double()
@@ -271,10 +275,10 @@ def test_ant_trains_with_its_randomisation_on_through_the_cli(tmp_path, sim):
 
 
 def test_allegro_hands_block_reaches_its_servos_and_both_actors():
-    """AllegroHand's IsaacGymEnvs block: the hand's position servos' kp and kv x loguniform, the block's mass and
-    friction; its object scale is said once and not applied."""
+    """AllegroHand's IsaacGymEnvs block: the hand's position servos' kp and kv x loguniform, the block's scale, mass
+    and friction."""
     env = _env("AllegroHand", 2)
-    assert "actor_params.object.scale" in env.randomizer.plan.unsupported
+    assert env.randomizer.plan.unsupported == ["actor_params.hand.color"] and env.randomizer.scaled_actors == ["object"]
     env.reset()
     gain = env.sim.model_fields["actuator_gainprm"][:, :, 0].double()
     ratio = gain / torch.as_tensor(np.asarray(env.model.actuator_gainprm[:, 0]))
@@ -282,3 +286,87 @@ def test_allegro_hands_block_reaches_its_servos_and_both_actors():
     object_body = env.model.body("object").id
     masses = env.sim.model_fields["body_mass"][:, object_body]
     assert float(masses[0]) != float(masses[1])
+
+
+def _scaled_allegro(sim="mujoco", num_envs=2, seed=0, scale=(1.2, 1.2), **params):
+    """AllegroHand with its block scaled by a draw from scale (a fixed 1.2 by default) and no mass draw on it."""
+    return _env("AllegroHand", num_envs, sim=sim, seed=seed, **{
+        "actor_params.object.scale.range": list(scale), "actor_params.object.rigid_body_properties": None, **params})
+
+
+@pytest.mark.parametrize("sim", BOTH)
+def test_an_actors_scale_multiplies_its_geometry_and_its_mass_at_constant_density(sim):
+    """IsaacGymEnvs' set_actor_scale on AllegroHand's block (its setup_only U(0.95, 1.05); here a fixed 1.2 and no
+    mass draw): its box's size, bounds and position x 1.2, its mass x 1.2^3 and inertia x 1.2^5 in every env, and
+    MuJoCo's derived masses follow; the hand is untouched."""
+    env = _scaled_allegro(sim)
+    env.reset()
+    model, fields = env.model, env.sim.model_fields
+    block = model.body("object").id
+    geoms = [g for g in range(model.ngeom) if model.geom_bodyid[g] == block]
+    size = fields["geom_size"].double().cpu()[:, geoms]
+    torch.testing.assert_close(size, 1.2 * torch.as_tensor(model.geom_size[geoms]).expand_as(size), rtol=1e-6, atol=0)
+    rbound = fields["geom_rbound"].double().cpu()[:, geoms]
+    torch.testing.assert_close(rbound, 1.2 * torch.as_tensor(model.geom_rbound[geoms]).expand_as(rbound), rtol=1e-6,
+                               atol=0)
+    mass = fields["body_mass"].double().cpu()
+    torch.testing.assert_close(mass[:, block], torch.full((2,), 1.2 ** 3 * float(model.body_mass[block]),
+                                                          dtype=torch.float64), rtol=1e-6, atol=0)
+    inertia = fields["body_inertia"].double().cpu()[:, block]
+    torch.testing.assert_close(inertia, 1.2 ** 5 * torch.as_tensor(model.body_inertia[block]).expand_as(inertia),
+                               rtol=1e-5, atol=0)
+    torch.testing.assert_close(fields["body_subtreemass"].double().cpu()[:, block], mass[:, block], rtol=1e-6, atol=0)
+    hand_geoms = [g for g in range(model.ngeom) if model.geom_bodyid[g] != block and model.geom_bodyid[g] != 0]
+    hand = fields["geom_size"].double().cpu()[:, hand_geoms]  # (float32 on MuJoCo Warp)
+    torch.testing.assert_close(hand, torch.as_tensor(model.geom_size[hand_geoms]).expand_as(hand), rtol=1e-6, atol=0)
+    for _ in range(3):
+        obs = env.step(torch.zeros(2, 16))[0]["obs"]
+    assert bool(torch.isfinite(obs).all())
+
+
+def test_a_scaled_block_is_what_the_physics_steps_and_a_mass_draw_stays_in_it():
+    """mujoco.batch steps the scaled block as MuJoCo steps a model whose block was built 1.2 times larger (the same
+    qpos to 1e-8 after 60 physics steps in contact with the palm; the model as built ends elsewhere); with the mass
+    draw on as well, the block's mass is its drawn mass x s^3; resume restores each env's scale."""
+    import mujoco
+
+    env = _scaled_allegro()
+    env.reset()
+    model, sim = env.model, env.sim
+    block = model.body("object").id
+    reference, plain = copy.deepcopy(model), copy.deepcopy(model)
+    for field in env.randomizer.fields:  # (env 0's draws on the hand and gravity's as well: both references have them)
+        getattr(reference, field)[:] = sim.model_fields[field][0].numpy()
+        getattr(plain, field)[:] = sim.model_fields[field][0].numpy()
+    reference.opt.gravity[:] = plain.opt.gravity[:] = env.randomizer.gravity.numpy()
+    geoms = [g for g in range(model.ngeom) if model.geom_bodyid[g] == block]
+    for field in ("geom_size", "geom_pos", "geom_rbound", "geom_aabb"):  # (plain: the block as built)
+        getattr(plain, field)[geoms] = getattr(model, field)[geoms]
+    for field in ("body_ipos", "body_mass", "body_inertia"):
+        getattr(plain, field)[block] = getattr(model, field)[block]
+    np.testing.assert_allclose(reference.geom_size[geoms], 1.2 * model.geom_size[geoms], rtol=1e-6)  # (float32 draws)
+    mujoco.mj_setConst(reference, mujoco.MjData(reference))  # (with a data of its own: it leaves a warm start)
+    mujoco.mj_setConst(plain, mujoco.MjData(plain))
+    data, plain_data = mujoco.MjData(reference), mujoco.MjData(plain)
+    for d in (data, plain_data):
+        d.qpos[:], d.qvel[:], d.ctrl[:] = sim.qpos[0].numpy(), sim.qvel[0].numpy(), sim.ctrl[0].numpy()
+    sim.step(1, 60)
+    for _ in range(60):
+        mujoco.mj_step(reference, data)
+        mujoco.mj_step(plain, plain_data)
+    np.testing.assert_allclose(sim.qpos[0].numpy(), data.qpos, atol=1e-8, rtol=0)
+    assert float(np.abs(plain_data.qpos - data.qpos).max()) > 1e-4  # (the block's size is what moved it)
+
+    drawn = _scaled_allegro(num_envs=4, scale=(0.95, 1.05), **{"actor_params.object.rigid_body_properties": {
+        "mass": {"range": [0.5, 1.5], "operation": "scaling", "distribution": "uniform", "setup_only": True}}})
+    drawn.reset()
+    s = drawn.randomizer.scales["object"]
+    assert float(s.min()) >= 0.95 and float(s.max()) <= 1.05 and float(s.std()) > 0
+    mass = drawn.sim.model_fields["body_mass"][:, block] / float(model.body_mass[block]) / s ** 3
+    assert float(mass.min()) >= 0.5 - 1e-9 and float(mass.max()) <= 1.5 + 1e-9 and float(mass.std()) > 0
+    resumed = _scaled_allegro(num_envs=4, seed=7, scale=(0.95, 1.05), **{
+        "actor_params.object.rigid_body_properties": {"mass": {"range": [0.5, 1.5], "operation": "scaling",
+                                                               "distribution": "uniform", "setup_only": True}}})
+    resumed.load_state_dict(copy.deepcopy(drawn.state_dict()))
+    assert torch.equal(resumed.randomizer.scales["object"], s)
+    assert torch.equal(resumed.sim.model_fields["geom_size"], drawn.sim.model_fields["geom_size"])
