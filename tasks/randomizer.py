@@ -191,7 +191,7 @@ class Randomizer:
         for field, power in (("body_mass", 3), ("body_inertia", 5)):
             view = fields[field]
             rows = (ids.to(view.device)[:, None], torch.as_tensor(target.bodies, device=view.device))
-            factor = (change ** power).to(view.device, view.dtype).view(-1, *([1] * (view[rows].dim() - 1)))
+            factor = (change ** power).to(view.device, view.dtype).view(-1, *([1] * (view.dim() - 1)))
             view[rows] = view[rows] * factor
 
     # ----------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from isaac_ppo.envs import registry
 from isaac_ppo.envs.contract import check_num_envs
 from isaac_ppo.envs.registry import available_tasks
 from isaac_ppo.errors import UserError
+from isaac_ppo.task_files import load_task_file, task_config_path
 
 SIMS = ("auto", "mujoco", "mjwarp", "isaacgym")
 MUJOCO_PORTS = ("mujoco", "mjwarp")  # the backends that run tasks/ (one definition of each task's semantics)
@@ -31,10 +32,10 @@ def load_task_config(task: str, overrides: Optional[Dict[str, Any]] = None) -> D
     a key of ``env`` (``episodeLength=200``, or a node of env such as ``learn={"episodeLength_s": 20}``, merged
     into it), as IsaacGymEnvs users write ``task.env.episodeLength=200``.
     """
-    path = registry.task_config_path(task)
+    path = task_config_path(task)
     if path is None:
         raise UserError(f"unknown task {task!r}; available tasks: {', '.join(available_tasks())}")
-    return apply_overrides(registry.load_task_file(path), overrides, task)
+    return apply_overrides(load_task_file(path), overrides, task)
 
 
 def apply_overrides(cfg: DictConfig, overrides: Optional[Dict[str, Any]], task: str) -> DictConfig:

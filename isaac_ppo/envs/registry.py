@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from isaac_ppo.domains import Domain, boolean, choice, integer, positive
 from isaac_ppo.errors import UserError
-from isaac_ppo.task_files import load_task_file, task_config_dirs, task_config_path  # noqa: F401 (registry.task_config_path: make)
+from isaac_ppo.task_files import load_task_file, task_config_dirs, task_config_path
 
 ENTRY_POINT = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")  # package.module:Class
 INTEGRATORS = ("euler", "rk4", "implicit", "implicitfast")  # MuJoCo's, by their names in a model file

@@ -98,7 +98,7 @@ def test_shadowhand_itself_has_no_forces_and_keeps_its_60_hz_episode():
 
 def test_the_lstm_task_file_starts_from_the_feed_forward_one_as_isaacgymenvs_does():
     """ShadowHandOpenAI_LSTM.yaml: `defaults: [ShadowHandOpenAI_FF, _self_]` and 8,192 envs, read the same by Hydra
-    (the run's config) and by make() (registry.load_task_file); its agent is IsaacGymEnvs' ShadowHandPPOAsymmLSTM."""
+    (the run's config) and by make() (task_files.load_task_file); its agent is IsaacGymEnvs' ShadowHandPPOAsymmLSTM."""
     from isaac_ppo.config.compose import compose_config
     from isaac_ppo.config.files import task_goals
 
@@ -114,7 +114,7 @@ def test_the_lstm_task_file_starts_from_the_feed_forward_one_as_isaacgymenvs_doe
 
 
 def test_a_task_file_whose_defaults_name_no_task_file_is_one_line(tmp_path):
-    from isaac_ppo.envs.registry import load_task_file
+    from isaac_ppo.task_files import load_task_file
     from isaac_ppo.errors import UserError
 
     path = tmp_path / "Mine.yaml"
