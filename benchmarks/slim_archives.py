@@ -10,6 +10,13 @@ Run on 2026-12-04 over every archive under benchmarks/studies/ (issue 84: benchm
 4.47 MB; every study's report regenerated from the slimmed packs has the same tables, byte for byte, as from the
 full packs, and its JSON the same numbers to 4.3e-7 of their value (benchmarks/history/studies.md, "The archives
 slimmed").
+
+  python benchmarks/slim_archives.py --every 8 benchmarks/studies/anymal_cpu/confirm_30.tar.xz
+
+--every N also thins each run's metrics.jsonl to every Nth training row, keeping every row that holds an
+evaluation or a diagnostics probe and the run's last row: a long run of small iterations (Anymal at 256 x 16 logs
+~3 rows a second, ~8,000 in 45 minutes) then carries its curves, every evaluation and its end (the figures a report
+reads) at an Nth of the bytes. Training-return curves drawn from a thinned pack are sampled every N iterations.
 """
 from __future__ import annotations
 
@@ -33,23 +40,42 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-def slim_rows(data: bytes) -> bytes:
-    """A JSONL file's rows with their floats at DIGITS significant digits, key order kept."""
+KEPT_WHOLE = ("eval", "diagnostics")  # a row holding one of these stays, whatever --every says
+
+
+def slim_rows(data: bytes, every: int = 1) -> bytes:
+    """A JSONL file's rows with their floats at DIGITS significant digits, key order kept; with every > 1 only
+    every Nth row, those holding an evaluation or diagnostics, and the last."""
     rows = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+    rows = [row for i, row in enumerate(rows)
+            if i % every == 0 or i == len(rows) - 1 or any(key in row for key in KEPT_WHOLE)]
     return "".join(json.dumps(_rounded(row)) + "\n" for row in rows).encode()
 
 
-def slim(pack: str) -> tuple:
+def slim(pack: str, every: int = 1) -> tuple:
     files = archive.read(pack)
     before = os.path.getsize(pack)
-    archive.write(pack, {name: slim_rows(data) if name.endswith(".jsonl") else data for name, data in files.items()})
+    archive.write(pack, {name: slim_rows(data, every if name.endswith("metrics.jsonl") else 1)
+                         if name.endswith(".jsonl") else data for name, data in files.items()})
     return before, os.path.getsize(pack)
 
 
-def main(paths: list) -> int:
+def main(argv: list) -> int:
+    every, paths = 1, list(argv)
+    if paths[:1] == ["--every"]:
+        if len(paths) < 2 or not paths[1].isdigit() or int(paths[1]) < 1:
+            print("slim_archives.py: --every takes a whole number of rows, 1 or more (8: every 8th training row)",
+                  file=sys.stderr)
+            return 2
+        every, paths = int(paths[1]), paths[2:]
+    missing = [path for path in paths if not path.endswith(archive.SUFFIX) or not os.path.isfile(path)]
+    if not paths or missing:
+        print(f"slim_archives.py: {missing[0] if missing else 'no archive named'}: name study archives "
+              f"(NAME{archive.SUFFIX}) that exist", file=sys.stderr)
+        return 2
     total = [0, 0]
     for path in paths:
-        before, after = slim(path)
+        before, after = slim(path, every)
         total[0] += before
         total[1] += after
         print(f"{before:>9} -> {after:>9}  {path}")
