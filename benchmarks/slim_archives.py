@@ -16,7 +16,9 @@ slimmed").
 --every N also thins each run's metrics.jsonl to every Nth training row, keeping every row that holds an
 evaluation or a diagnostics probe and the run's last row: a long run of small iterations (Anymal at 256 x 16 logs
 ~3 rows a second, ~8,000 in 45 minutes) then carries its curves, every evaluation and its end (the figures a report
-reads) at an Nth of the bytes. Training-return curves drawn from a thinned pack are sampled every N iterations.
+reads) at an Nth of the bytes; a kept row carries the collection and update seconds and divergences of the rows
+dropped before it, so where-the-time-went sums stay whole. Training curves from a thinned pack are sampled every N
+iterations.
 """
 from __future__ import annotations
 
@@ -41,14 +43,28 @@ def _rounded(value: Any) -> Any:
 
 
 KEPT_WHOLE = ("eval", "diagnostics")  # a row holding one of these stays, whatever --every says
+# per-iteration amounts a report sums over a run's rows (where the time went, divergences): a dropped row's are
+# carried into the next kept row, so the sums of a thinned run are the full run's
+SUMMED = ("collect_s", "update_s", "diverged")
 
 
 def slim_rows(data: bytes, every: int = 1) -> bytes:
     """A JSONL file's rows with their floats at DIGITS significant digits, key order kept; with every > 1 only
-    every Nth row, those holding an evaluation or diagnostics, and the last."""
+    every Nth row, those holding an evaluation or diagnostics, and the last, each kept row carrying the SUMMED
+    amounts of the rows dropped before it."""
     rows = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
-    rows = [row for i, row in enumerate(rows)
-            if i % every == 0 or i == len(rows) - 1 or any(key in row for key in KEPT_WHOLE)]
+    kept, carried = [], {}
+    for i, row in enumerate(rows):
+        if i % every == 0 or i == len(rows) - 1 or any(key in row for key in KEPT_WHOLE):
+            for key, amount in carried.items():
+                row[key] = row.get(key, 0) + amount
+            kept.append(row)
+            carried = {}
+        else:
+            for key in SUMMED:
+                if key in row:
+                    carried[key] = carried.get(key, 0) + row[key]
+    rows = kept
     return "".join(json.dumps(_rounded(row)) + "\n" for row in rows).encode()
 
 

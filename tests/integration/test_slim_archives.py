@@ -18,7 +18,8 @@ EVALUATED = (5, 13)
 def rows(n: int) -> bytes:
     lines = []
     for i in range(n):
-        row = {"iteration": i, "env_steps": 4096 * (i + 1), "kl": 0.1 + i / 3}  # i / 3: 17 digits printed
+        row = {"iteration": i, "env_steps": 4096 * (i + 1), "kl": 0.1 + i / 3,  # i / 3: 17 digits printed
+               "collect_s": 0.25, "update_s": 0.125, "diverged": i % 3}
         if i in EVALUATED:
             row["eval"] = {"return_mean": 30.0 + i / 7, "env_steps": 4096 * (i + 1)}
         lines.append(json.dumps(row))
@@ -45,6 +46,11 @@ def test_every_keeps_each_nth_row_every_evaluation_and_the_last(tmp_path):
     kept = [json.loads(line) for line in files["arm/seed_0/metrics.jsonl"].decode().splitlines()]
     assert [row["iteration"] for row in kept] == [0, 4, 5, 8, 12, 13, 16, 19]
     assert [row["iteration"] for row in kept if "eval" in row] == list(EVALUATED)
+    # a kept row carries the dropped rows' seconds and divergences before it: the sums a report takes stay whole
+    assert sum(row["collect_s"] for row in kept) == 20 * 0.25
+    assert sum(row["update_s"] for row in kept) == 20 * 0.125
+    assert sum(row["diverged"] for row in kept) == sum(i % 3 for i in range(20))
+    assert kept[1]["collect_s"] == 4 * 0.25  # iteration 4's own, and 1, 2 and 3's
     assert kept[1]["kl"] == float(f"{0.1 + 4 / 3:.9g}") != 0.1 + 4 / 3  # rounded to 9 significant digits
     assert kept[2]["eval"]["return_mean"] == float(f"{30.0 + 5 / 7:.9g}")
     # what is not a JSONL file stays byte for byte
