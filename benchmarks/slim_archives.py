@@ -28,6 +28,7 @@ import sys
 from typing import Any
 
 from isaac_ppo.lab import archive
+from isaac_ppo.lab.report.clock import thinned
 
 DIGITS = 9  # float32's round-trip precision
 
@@ -42,30 +43,12 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-KEPT_WHOLE = ("eval", "diagnostics")  # a row holding one of these stays, whatever --every says
-# per-iteration amounts a report sums over a run's rows (where the time went, divergences): a dropped row's are
-# carried into the next kept row, so the sums of a thinned run are the full run's
-SUMMED = ("collect_s", "update_s", "diverged")
-
-
 def slim_rows(data: bytes, every: int = 1) -> bytes:
-    """A JSONL file's rows with their floats at DIGITS significant digits, key order kept; with every > 1 only
-    every Nth row, those holding an evaluation or diagnostics, and the last, each kept row carrying the SUMMED
-    amounts of the rows dropped before it."""
+    """A JSONL file's rows with their floats at DIGITS significant digits, key order kept; with every > 1 the
+    rows isaac_ppo.lab.report.clock.thinned keeps (every Nth, those holding an evaluation or diagnostics, the last,
+    each carrying the summed seconds and divergences of the rows dropped before it)."""
     rows = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
-    kept, carried = [], {}
-    for i, row in enumerate(rows):
-        if i % every == 0 or i == len(rows) - 1 or any(key in row for key in KEPT_WHOLE):
-            for key, amount in carried.items():
-                row[key] = row.get(key, 0) + amount
-            kept.append(row)
-            carried = {}
-        else:
-            for key in SUMMED:
-                if key in row:
-                    carried[key] = carried.get(key, 0) + row[key]
-    rows = kept
-    return "".join(json.dumps(_rounded(row)) + "\n" for row in rows).encode()
+    return "".join(json.dumps(_rounded(row)) + "\n" for row in thinned(rows, every)).encode()
 
 
 def slim(pack: str, every: int = 1) -> tuple:

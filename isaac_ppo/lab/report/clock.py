@@ -25,6 +25,27 @@ KEPT = ("iteration", "env_steps", "wall_s", "collect_s", "update_s", "num_envs",
 # a copy keeps every row with an evaluation or diagnostics and at most this many others (evenly spaced): small
 # enough to commit beside a paper for runs of thousands of iterations
 MAX_PLAIN_ROWS = 400
+# a thinned copy keeps these rows whatever the stride says (the figures a report reads)
+KEPT_WHOLE = ("eval", "diagnostics")
+# per-iteration amounts a report sums over a run's rows (where the time went, divergences): a dropped row's are
+# carried into the next kept row, so the sums over a thinned run are the full run's
+SUMMED = ("collect_s", "update_s", "diverged")
+
+
+def thinned(rows: Sequence[Dict[str, Any]], every: int) -> List[Dict[str, Any]]:
+    """Every `every`th row, every row holding an evaluation or diagnostics, and the last; each kept row (a copy:
+    rows are not changed) carries the SUMMED amounts of the rows dropped before it."""
+    kept: List[Dict[str, Any]] = []
+    carried: Dict[str, float] = {}
+    for i, row in enumerate(rows):
+        if i % every == 0 or i == len(rows) - 1 or any(key in row for key in KEPT_WHOLE):
+            kept.append(dict(row, **{key: row.get(key, 0) + amount for key, amount in carried.items()}))
+            carried = {}
+        else:
+            for key in SUMMED:
+                if key in row:
+                    carried[key] = carried.get(key, 0) + row[key]
+    return kept
 
 
 def evaluations(rows: Sequence[Dict[str, Any]], measure: str = RETURN_MEAN) -> List[Tuple[float, int, float]]:
@@ -185,11 +206,9 @@ def write(runs: Dict[str, List[str]], study: Dict[str, Any], out: str, machines:
         for arm, folders in runs.items():
             for folder in folders:
                 mine = rows[folder]
-                stride = max(1, -(-len(mine) // MAX_PLAIN_ROWS))
                 packed[f"{arm}_{os.path.basename(folder)}.jsonl"] = "".join(
-                    json.dumps({k: row[k] for k in KEPT if k in row}) + "\n" for i, row in enumerate(mine)
-                    # every evaluation and diagnostics row; other rows at a stride
-                    if i % stride == 0 or "eval" in row or "diagnostics" in row or i == len(mine) - 1).encode()
+                    json.dumps({k: row[k] for k in KEPT if k in row}) + "\n"
+                    for row in thinned(mine, max(1, -(-len(mine) // MAX_PLAIN_ROWS)))).encode()
         archive.write(os.path.join(out, "metrics.tar.xz"), packed)
         written.append(os.path.join(out, "metrics.tar.xz"))
     result = {"study": study["name"], "definition": study["source"], "machines": list(machines), "measure": measure,
