@@ -11,7 +11,7 @@ Run on 2026-12-04 over every archive under benchmarks/studies/ (issue 84: benchm
 full packs, and its JSON the same numbers to 4.3e-7 of their value (benchmarks/history/studies.md, "The archives
 slimmed").
 
-  python benchmarks/slim_archives.py --every 8 benchmarks/studies/anymal_cpu/confirm_30.tar.xz
+  python benchmarks/slim_archives.py --every 32 benchmarks/studies/anymal_cpu/confirm_30.tar.xz
 
 --every N also thins each run's metrics.jsonl to every Nth training row, keeping every row that holds an
 evaluation or a diagnostics probe and the run's last row: a long run of small iterations (Anymal at 256 x 16 logs
