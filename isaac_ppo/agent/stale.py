@@ -92,6 +92,17 @@ def corrected(model: ActorCritic, buffer: RolloutBuffer, batch: Dict[str, torch.
     return dict(batch, advantages=advantages.view(-1), returns=returns.view(-1), values=start["values"]), measured
 
 
+def stale_weights(log_ratio: torch.Tensor, weight: str) -> torch.Tensor:
+    """The proximal clip's importance weight for each transition (agent.stale_weight), from log(pi_start / mu):
+    `importance` the ratio itself (decoupled PPO: the surrogate's unclipped value is then pi / mu times the
+    advantage), `truncated` min(1, ratio) (V-trace's rho-bar: no sample counts more than once), `none` 1 (APPO's
+    surrogate, the ratio pi / pi_start clipped with nothing beside it: the lag answered by V-trace's advantages)."""
+    if weight == "none":
+        return torch.ones_like(log_ratio)
+    ratio = torch.exp(log_ratio)
+    return ratio.clamp(max=RHO_BAR) if weight == "truncated" else ratio
+
+
 def delayed_update(model: ActorCritic, behaviour: Mapping[str, torch.Tensor],
                    update: Callable[[], Dict[str, float]]) -> Dict[str, float]:
     """Run update (plain PPO on the batch) from the behaviour parameters and add its step to the current ones."""

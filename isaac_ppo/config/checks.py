@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from isaac_ppo import domains
 from isaac_ppo.domains import Domain, choice, integer, positive, real
-from isaac_ppo.config.schema import agent_domains
+from isaac_ppo.config.schema import AgentConfig, agent_domains
 from isaac_ppo.errors import UserError
 
 # The run-level keys' domains, declared once (a task's parameters declare theirs in its TaskSpec): a value outside is
@@ -343,6 +343,10 @@ def check_stale_learning(agent: DictConfig) -> None:
         raise UserError("agent.stale_correction=vtrace and agent.stale_update=delayed both answer the one-update lag "
                         "(the delayed update learns at the behaviour parameters, where the batch is on-policy): "
                         "choose one")
+    if agent.stale_clip == "behaviour" and agent.stale_weight != AgentConfig.stale_weight:  # (set, not defaulted)
+        raise UserError(f"agent.stale_weight={agent.stale_weight} weights the proximal clip's surrogate, and "
+                        "agent.stale_clip=behaviour has none: set agent.stale_clip=proximal or drop "
+                        "agent.stale_weight")
     if agent.stale_correction == "vtrace" and agent.network.rnn.name is not None:
         raise UserError("agent.stale_correction=vtrace is for feed-forward networks; this one has "
                         f"agent.network.rnn.name={agent.network.rnn.name}: drop one (agent.stale_update=delayed works "

@@ -46,6 +46,8 @@ def test_meaningless_values_are_refused_naming_the_key(override, message):
      "agent.stale_correction=vtrace and agent.stale_update=delayed both answer the one-update lag"),
     (["agent.stale_correction=vtrace", "agent.network.rnn.name=lstm", "agent.network.rnn.units=8"],
      "agent.stale_correction=vtrace is for feed-forward networks"),
+    (["agent.stale_clip=behaviour", "agent.stale_weight=truncated"],
+     "agent.stale_weight=truncated weights the proximal clip's surrogate, and agent.stale_clip=behaviour has none"),
 ])
 def test_the_stale_batch_updates_that_do_not_combine_are_refused(overrides, message):
     with pytest.raises(UserError) as error:

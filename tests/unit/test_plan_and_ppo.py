@@ -67,7 +67,7 @@ def _cfg(**over):
         "learning_rate": 3e-4, "lr_schedule": "constant", "kl_threshold": 0.008, "clip": 0.2, "clip_value": True,
         "critic_coef": 2.0, "entropy_coef": 0.01, "bounds_loss_coef": 0.0001, "truncate_grads": True,
         "grad_norm": 1.0, "normalize_advantage": True, "mixed_precision": True, "stale_correction": "none",
-        "stale_update": "current", "stale_clip": "proximal",
+        "stale_update": "current", "stale_clip": "proximal", "stale_weight": "importance",
     }
     cfg.update(over)
     return cfg

@@ -164,7 +164,8 @@ def test_the_update_over_chunks_trains_every_part_and_takes_the_plans_minibatch_
     cfg = {"learning_rate": 1e-3, "mixed_precision": False, "normalize_advantage": True, "clip": 0.2,
            "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 1e-4,
            "truncate_grads": True, "grad_norm": 1.0, "lr_schedule": "constant", "kl_threshold": 0.008,
-           "stale_correction": "none", "stale_update": "current", "stale_clip": stale_clip or "behaviour"}
+           "stale_correction": "none", "stale_update": "current", "stale_clip": stale_clip or "behaviour",
+           "stale_weight": "importance"}
     ppo = PPO(model, cfg, torch.device("cpu"), torch.Generator().manual_seed(1))
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     stats = ppo.update(buf, Plan(ENVS, 7, 2, 21), stale=stale_clip is not None)  # 42 transitions, 2 minibatches

@@ -5,14 +5,15 @@ from helpers import synthetic_buffer
 from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
 from isaac_ppo.agent.rollout import RolloutBuffer
-from isaac_ppo.agent.stale import delayed_update, vtrace
+from isaac_ppo.agent.model import gaussian_log_prob
+from isaac_ppo.agent.stale import delayed_update, stale_weights, vtrace
 from isaac_ppo.scheduler.plan import Plan
 
 T, N = 8, 6
 CFG = {"learning_rate": 1e-3, "lr_schedule": "constant", "kl_threshold": 0.008, "clip": 0.2, "clip_value": True,
        "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 0.0001, "truncate_grads": True, "grad_norm": 1.0,
        "normalize_advantage": True, "mixed_precision": False, "stale_correction": "none", "stale_update": "current",
-       "stale_clip": "behaviour", "gamma": 0.99, "lam": 0.95}
+       "stale_clip": "behaviour", "stale_weight": "importance", "gamma": 0.99, "lam": 0.95}
 
 
 def test_vtrace_with_every_ratio_one_is_gae():
@@ -102,3 +103,34 @@ def test_ppo_runs_the_delayed_update_from_the_behaviour_parameters():
     for name, p in current.named_parameters():
         step = dict(behaviour_model.named_parameters())[name].detach() - behaviour[name]
         torch.testing.assert_close(p.detach(), start[name] + step)
+
+
+def test_the_proximal_clips_importance_weight_whole_truncated_or_none_by_hand():
+    log_ratio = torch.log(torch.tensor([2.0, 0.5, 1.0]))
+    torch.testing.assert_close(stale_weights(log_ratio, "importance"), torch.tensor([2.0, 0.5, 1.0]))
+    torch.testing.assert_close(stale_weights(log_ratio, "truncated"), torch.tensor([1.0, 0.5, 1.0]))
+    torch.testing.assert_close(stale_weights(log_ratio, "none"), torch.ones(3))
+
+
+def test_the_unweighted_proximal_update_is_ppo_against_the_update_start_policy():
+    """agent.stale_weight=none (APPO's surrogate): learning a stale batch is exactly a fresh PPO update of a batch
+    whose behaviour policy were the update-start one (same actions, advantages and targets); with the importance
+    weight it is not."""
+    buf = synthetic_buffer(_model(0), T, N)  # collected by the behaviour policy (seed 0)
+    start = _model(3)  # the policy the update starts from
+    as_if_fresh = synthetic_buffer(_model(0), T, N)
+    with torch.no_grad():
+        mu = start(as_if_fresh.obs)[0]
+        as_if_fresh.mu.copy_(mu)
+        as_if_fresh.log_std.copy_(start.log_std)
+        as_if_fresh.log_probs.copy_(gaussian_log_prob(as_if_fresh.actions, mu, start.log_std))
+    plan = Plan(N, T, 2, 24)
+    cfg = dict(CFG, stale_clip="proximal")
+    fresh = PPO(_model(3), cfg, torch.device("cpu"), torch.Generator().manual_seed(1)).update(as_if_fresh, plan)
+    stats = {weight: PPO(_model(3), dict(cfg, stale_weight=weight), torch.device("cpu"),
+                         torch.Generator().manual_seed(1)).update(buf, plan, stale=True)
+             for weight in ("none", "importance")}
+    assert stats["none"]["stale_kl"] > 0.0  # the two policies differ
+    for key in ("actor_loss", "critic_loss", "kl", "clip_fraction"):
+        assert abs(stats["none"][key] - fresh[key]) < 1e-6, key
+    assert abs(stats["importance"]["actor_loss"] - fresh["actor_loss"]) > 1e-4
