@@ -25,7 +25,7 @@ from isaac_ppo.agent.model import ActorCritic, gaussian_entropy, gaussian_kl, ga
 from isaac_ppo.distributed import Local
 from isaac_ppo.agent.recurrent import masked_mean, unroll
 from isaac_ppo.agent.rollout import RolloutBuffer
-from isaac_ppo.agent.stale import corrected as stale_batch, delayed_update, stale_weights
+from isaac_ppo.agent.stale import corrected as stale_batch, delayed_update, stale_weights, weight_of
 from isaac_ppo.errors import UserError
 from isaac_ppo.io.checkpoint import first_non_finite
 from isaac_ppo.scheduler.plan import Plan
@@ -75,7 +75,8 @@ class PPO:
         that acted, it let Ant's updates run away, issue 90) or `proximal` (the default: the surrogate of
         pi / pi_prox clipped, times `agent.stale_weight`'s importance weight pi_prox / pi_behaviour: whole as in
         decoupled PPO, Hilton et al. 2022, whose unclipped value is the pi / pi_behaviour ratio times the
-        advantage; truncated at 1; or none, as APPO, the advantages then V-trace's: agent/stale.py).
+        advantage; truncated at 1; or none, as APPO, the advantages then V-trace's; auto, the default: none under
+        V-trace, whole without it: agent/stale.py).
         Either way the KL (logged, and steering the adaptive learning rate) is this update's own step from
         the proximal policy: measured against the behaviour policy it would count the staleness as step size.
         With a fresh batch both references are the behaviour policy and both forms are plain PPO.
@@ -118,7 +119,8 @@ class PPO:
                 if cfg["stale_clip"] == "proximal":
                     behaviour_log_probs = data["log_probs"]
                     data["log_probs"] = gaussian_log_prob(data["actions"], start_mu, start_log_std)
-                    data["weights"] = stale_weights(data["log_probs"] - behaviour_log_probs, cfg["stale_weight"])
+                    data["weights"] = stale_weights(data["log_probs"] - behaviour_log_probs,
+                                                    weight_of(cfg, model.recurrent))
             data["mu"] = start_mu
         # else the behaviour policy is the policy at the start of this update
         clip = cfg["clip"]

@@ -8,8 +8,10 @@ against the behaviour policy (`agent.stale_clip`, agent/ppo.py).
   rho_t delta_t + gamma c_t (v_{t+1} - V(s_{t+1})): with every ratio 1 it is GAE(lambda) exactly, and the value target
   v_t the lambda-return. The bootstrap past the rollout's end and the time-out bootstraps folded into the rewards stay
   the behaviour critic's (they were computed when the batch was collected). With the proximal clip
-  (`agent.stale_clip=proximal`, the default) it was the best of five updates on Ant and near synchronous on
-  Cartpole (benchmarks/history/schedulers.md, issue 90); the clip against the behaviour policy alone stood still.
+  (`agent.stale_clip=proximal`, the default) and no importance weight beside it (`agent.stale_weight=none`, what
+  `auto` gives under V-trace: APPO's surrogate) it was the best of six updates on Ant, ahead of synchronous, and
+  faster than synchronous to 400 on Cartpole (benchmarks/history/schedulers.md, issue 90); the clip against the
+  behaviour policy alone stood still, and the proximal clip's whole importance weight slowed both.
 - `agent.stale_update=delayed` is HTS-RL's delayed gradient: the update is computed at the behaviour policy's
   parameters, for which the batch is on-policy (plain PPO, ratios against the policy that acted), and its step is
   added to the current parameters: theta_{k+1} = theta_k + (PPO(theta_{k-1}, batch) - theta_{k-1}). Adam's moments
@@ -90,6 +92,15 @@ def corrected(model: ActorCritic, buffer: RolloutBuffer, batch: Dict[str, torch.
     advantages, returns = vtrace(buffer.rewards, buffer.dones, start["values"].view(shape), buffer.last_values,
                                  log_ratio.view(shape), cfg["gamma"], cfg["lam"])
     return dict(batch, advantages=advantages.view(-1), returns=returns.view(-1), values=start["values"]), measured
+
+
+def weight_of(cfg: Mapping[str, Any], recurrent: bool) -> str:
+    """The proximal clip's weight for a stale batch (agent.stale_weight), `auto` resolved: none (APPO's surrogate)
+    where V-trace corrects the advantages, the best on Ant and Cartpole (issue 90), and the whole importance
+    weight where nothing else answers the lag (a recurrent network: no V-trace here)."""
+    if cfg["stale_weight"] == "auto":
+        return "none" if vtrace_on(cfg, recurrent) else "importance"
+    return cfg["stale_weight"]
 
 
 def stale_weights(log_ratio: torch.Tensor, weight: str) -> torch.Tensor:

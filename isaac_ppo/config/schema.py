@@ -101,10 +101,11 @@ class AgentConfig:
                           "concurrent collection: clip around the policy at the update's start (proximal: decoupled "
                           "PPO; the default since issue 90) or pi / pi_behaviour (HTS-RL's ratio as issue 48 ran "
                           "it); agent/ppo.py")
-    stale_weight: str = key("importance", choice("importance", "truncated", "none"),
+    stale_weight: str = key("auto", choice("auto", "importance", "truncated", "none"),
                             "concurrent collection, the proximal clip: each transition's surrogate weighted by "
                             "pi_start / pi_behaviour (importance: decoupled PPO), by min(1, that ratio) "
-                            "(truncated), or not at all (none: APPO's); agent/stale.py")
+                            "(truncated), or not at all (none: APPO's); auto: none where V-trace corrects the "
+                            "advantages, importance where nothing else does; agent/stale.py")
     stale_correction: str = key("auto", choice("auto", "none", "vtrace"),
                                 "concurrent collection: the advantages and value targets corrected for the "
                                 "one-update lag by V-trace's truncated importance weights (vtrace, APPO's), or as "

@@ -34,7 +34,11 @@ rows gained advantage_std (every row) and a stale batch's stale_kl and stale_cli
 comparing the two files on the Intel Xeon with AVX-512 that wrote both). And again the same day when the stale
 batch's default update became the proximal clip with V-trace's correction (issue 90: the clip against the behaviour
 policy let Ant's concurrent updates run away): the concurrent and resumed runs' values changed; the sync and
-short_episodes runs are identical to the file before, bit for bit.
+short_episodes runs are identical to the file before, bit for bit. And again on 2026-12-05, on an AMD EPYC with
+AVX-512, when that update dropped the proximal clip's importance weight under V-trace (agent.stale_weight=auto,
+APPO's surrogate; issue 90: faster on Cartpole and ahead on Ant): the file the code before wrote on this EPYC (the
+old Xeon file had passed here within FOREIGN_REL_TOL) and this one hold the same sync and short_episodes values bit
+for bit; the concurrent and resumed runs' iterations 1-2 changed (12 values each: the losses, KL, clip fraction).
 """
 from __future__ import annotations
 

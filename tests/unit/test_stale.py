@@ -6,7 +6,7 @@ from isaac_ppo.agent.model import ActorCritic
 from isaac_ppo.agent.ppo import PPO
 from isaac_ppo.agent.rollout import RolloutBuffer
 from isaac_ppo.agent.model import gaussian_log_prob
-from isaac_ppo.agent.stale import delayed_update, stale_weights, vtrace
+from isaac_ppo.agent.stale import delayed_update, stale_weights, vtrace, weight_of
 from isaac_ppo.scheduler.plan import Plan
 
 T, N = 8, 6
@@ -134,3 +134,12 @@ def test_the_unweighted_proximal_update_is_ppo_against_the_update_start_policy()
     for key in ("actor_loss", "critic_loss", "kl", "clip_fraction"):
         assert abs(stats["none"][key] - fresh[key]) < 1e-6, key
     assert abs(stats["importance"]["actor_loss"] - fresh["actor_loss"]) > 1e-4
+
+
+def test_the_automatic_weight_is_none_under_vtrace_and_whole_without_it():
+    auto = dict(CFG, stale_weight="auto", stale_correction="auto")
+    assert weight_of(auto, recurrent=False) == "none"  # V-trace corrects the advantages: APPO's surrogate
+    assert weight_of(auto, recurrent=True) == "importance"  # no V-trace for a recurrent network
+    assert weight_of(dict(auto, stale_update="delayed"), recurrent=False) == "importance"
+    assert weight_of(dict(auto, stale_correction="none"), recurrent=False) == "importance"
+    assert weight_of(dict(auto, stale_weight="truncated"), recurrent=False) == "truncated"
