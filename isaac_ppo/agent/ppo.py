@@ -119,8 +119,9 @@ class PPO:
                 if cfg["stale_clip"] == "proximal":
                     behaviour_log_probs = data["log_probs"]
                     data["log_probs"] = gaussian_log_prob(data["actions"], start_mu, start_log_std)
-                    data["weights"] = stale_weights(data["log_probs"] - behaviour_log_probs,
-                                                    weight_of(cfg, model.recurrent))
+                    weight = weight_of(cfg, model.recurrent)
+                    if weight != "none":  # (none: the minibatch loop's unweighted surrogate, no ones to multiply)
+                        data["weights"] = stale_weights(data["log_probs"] - behaviour_log_probs, weight)
             data["mu"] = start_mu
         # else the behaviour policy is the policy at the start of this update
         clip = cfg["clip"]

@@ -2,10 +2,9 @@
 import torch
 
 from helpers import synthetic_buffer
-from isaac_ppo.agent.model import ActorCritic
+from isaac_ppo.agent.model import ActorCritic, gaussian_log_prob
 from isaac_ppo.agent.ppo import PPO
 from isaac_ppo.agent.rollout import RolloutBuffer
-from isaac_ppo.agent.model import gaussian_log_prob
 from isaac_ppo.agent.stale import delayed_update, stale_weights, vtrace, weight_of
 from isaac_ppo.scheduler.plan import Plan
 
