@@ -25,7 +25,9 @@ The operational-space controller reads the hand's Jacobian (the URDF's panda_han
 IsaacGymEnvs reads PhysX's at the hand link) and the arm's 7 x 7 mass matrix: both are computed here in torch from
 qpos (kinematics.py and the model's inertias: a sum over the arm's bodies of J_com^T [m, I] J_com, and the
 joints' armature), the same float32 arithmetic on either backend, of the state the step starts from (MuJoCo's qM
-after a step is of the state before its last substep).
+after a step is of the state before its last substep). Where the hand's Jacobian loses rank (a kinematic
+singularity) J M^-1 J^T is singular and torch.inverse, IsaacGymEnvs' call, raises: that env's task-space inertia is
+then the pseudo-inverse (inverse_or_pseudo), the inverse everywhere else.
 
 Reset (IsaacGymEnvs' reset_idx): cube B, then cube A, at the table's centre + 2 startPositionNoise (U - 0.5) in x
 and y, turned 2 startRotationNoise (U - 0.5) about z, resting on the table, at rest; cube A drawn again (up to 100
@@ -192,7 +194,7 @@ class FrankaCubeStack(MujocoTask):
         eef_vel = self.jacobian(frames, frames["eef_pos"]) @ qd[:, :, None]  # the grip site's (v, w)
         mm = self.mass_matrix(frames)
         mm_inv = torch.inverse(mm)
-        m_eef = torch.inverse(j_eef @ mm_inv @ j_eef.transpose(1, 2))
+        m_eef = inverse_or_pseudo(j_eef @ mm_inv @ j_eef.transpose(1, 2))
         u = j_eef.transpose(1, 2) @ m_eef @ (self.kp * dpose - self.kd * eef_vel[:, :, 0])[:, :, None]
         j_eef_inv = m_eef @ j_eef @ mm_inv
         u_null = self.kd_null * -qd + self.kp_null * ((self.default_pos[:7] - q + math.pi) % (2 * math.pi) - math.pi)
@@ -273,6 +275,19 @@ class FrankaCubeStack(MujocoTask):
             pose[:, 2] = self.table_top[2] + size / 2  # (IsaacGymEnvs: cube A's size for both: the docstring)
             pose[:, 3], pose[:, 6] = torch.cos(yaw / 2), torch.sin(yaw / 2)
             self.qpos[ids, adr:adr + 7] = pose.to(self.qpos.dtype)
+
+
+def inverse_or_pseudo(matrix: torch.Tensor) -> torch.Tensor:
+    """The inverse of each (n, k, k) matrix, as IsaacGymEnvs' torch.inverse; for one that LU finds singular, its
+    pseudo-inverse instead (that env's alone), where torch.inverse raises and stops the run. Why: at a kinematic
+    singularity the hand's Jacobian loses rank and J M^-1 J^T with it; in float32 LU then meets an exact zero pivot.
+    It happened in a learning run (one env of 1,024 at 14.5M env steps, the smallest singular value of J 7e-5)."""
+    inverse, info = torch.linalg.inv_ex(matrix)
+    singular = info != 0
+    if bool(singular.any()):  # (a host sync on a GPU, once a control step)
+        inverse = inverse.clone()
+        inverse[singular] = torch.linalg.pinv(matrix[singular])
+    return inverse
 
 
 def franka_cube_stack_reward(frames: Dict[str, torch.Tensor], table_height: float, scales: Dict[str, float]
