@@ -36,9 +36,12 @@ except ImportError:  # pragma: no cover
     fcntl = None
 
 SUFFIX = ".tar.xz"
-# what an archived run leaves out: checkpoints, TensorBoard files, videos (large, and nothing a report reads) and
-# train.log (Hydra's job log: the study's own log of the run is logs/<arm>_seed_<s>.log, and no report reads either)
-NOT_ARCHIVED = shutil.ignore_patterns("checkpoints", "tb", "videos", "*.pt", "*.mp4", "*.tmp", "train.log")
+# what an archived run leaves out: checkpoints, TensorBoard files, videos (large, and nothing a report reads), an
+# agent=rl_games run's own checkpoints (nn/, *.pth: 0.6 MB each for FrankaCubeStack, one every 16 epochs) and
+# TensorBoard events (summaries/), and train.log (Hydra's job log: the study's own log of the run is
+# logs/<arm>_seed_<s>.log, and no report reads either)
+NOT_ARCHIVED = shutil.ignore_patterns("checkpoints", "tb", "videos", "nn", "summaries", "*.pt", "*.pth", "*.mp4",
+                                      "*.tmp", "train.log")
 
 _unpacked: Dict[str, Tuple[Optional[Tuple[int, int, int]], str]] = {}  # pack -> (its stamp, the folder it is in)
 _shown: Dict[str, str] = {}  # an unpacked folder -> the pack's folder name (the pack's path less .tar.xz)

@@ -157,3 +157,16 @@ def test_a_packed_run_is_shown_as_in_the_archive_folder_and_a_folder_archive_pac
     assert archive.shown(os.path.join(unpacked, "arm", "seed_0")) == str(folder / "arm" / "seed_0")
     assert archive.shown(str(tmp_path / "other")) == str(tmp_path / "other")
     assert archive.unpacked(pack) == unpacked  # extracted once while the pack is unchanged
+
+
+def test_an_rl_games_runs_own_checkpoints_and_events_stay_out_of_the_archive(tmp_path):
+    folder = tmp_path / "runs" / "rl_games" / "seed_0"
+    finished_run(str(folder), 0)
+    for name in ("nn/FrankaCubeStack.pth", "nn/last_FrankaCubeStack_ep_16_rew_1.5.pth", "summaries/events.out.x",
+                 "rl_games_params.yaml"):
+        os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
+        with open(os.path.join(folder, name), "w") as f:
+            f.write("large")
+    kept = sorted(archive.folder_files(str(folder)))
+    assert kept == sorted([".hydra/overrides.yaml", DONE, "config.yaml", "metrics.json", "metrics.jsonl",
+                           "rl_games_params.yaml"])
