@@ -18,6 +18,8 @@ from isaac_ppo.tasks.randomization import PREFIX, Draw, Plan, read_plan
 MASS_FIELDS = ("body_mass", "body_inertia", "dof_armature")
 DERIVED = ("body_subtreemass", "body_invweight0", "dof_invweight0", "tendon_invweight0", "actuator_acc0")
 SEED_OFFSET = 1_000_003  # (the draws' generator: another stream than the reset noise's, from the same seed)
+_SAID: set = set()  # (task, what is not applied) lines this process has printed: a run builds its training and
+# its evaluation envs, each with a Randomizer, and the line is said once
 
 
 @dataclasses.dataclass
@@ -70,7 +72,9 @@ class Randomizer:
         self.fields = tuple(sorted(fields))
         self.original_gravity = torch.tensor(task.model.opt.gravity, dtype=torch.float64)
         self.base_inertia = np.array(task.model.body_inertia)
-        if plan.unsupported:  # (said once, in one line, not silently dropped)
+        said = (task.spec.name, tuple(plan.unsupported))
+        if plan.unsupported and said not in _SAID:  # (said once, in one line, not silently dropped)
+            _SAID.add(said)
             print(f"[{task.spec.name}] randomisation: no MuJoCo counterpart, not applied: "
                   f"{', '.join(plan.unsupported)}", file=sys.stderr)
 

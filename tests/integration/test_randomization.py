@@ -274,6 +274,17 @@ def test_ant_trains_with_its_randomisation_on_through_the_cli(tmp_path, sim):
     assert masses.shape[0] == 16 and float(masses[:, 1].std()) > 0
 
 
+def test_what_has_no_mujoco_counterpart_is_said_once_a_process(monkeypatch, capsys):
+    """A run builds a training and an evaluation env, each with a Randomizer: the line naming what is not applied
+    comes once (it came twice before)."""
+    from isaac_ppo.tasks import randomizer
+
+    monkeypatch.setattr(randomizer, "_SAID", set())
+    _env("AllegroHand", 2), _env("AllegroHand", 2)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "no MuJoCo counterpart" in line]
+    assert lines == ["[AllegroHand] randomisation: no MuJoCo counterpart, not applied: actor_params.hand.color"]
+
+
 def test_allegro_hands_block_reaches_its_servos_and_both_actors():
     """AllegroHand's IsaacGymEnvs block: the hand's position servos' kp and kv x loguniform, the block's scale, mass
     and friction."""
