@@ -208,10 +208,11 @@ def test_a_seeded_fuzzer_over_every_key_of_every_task(capsys):
         fuzzed.update((k, domains.get(k), defaults[k]) for k in keys)
         for key in keys:
             numeric = isinstance(defaults[key], (int, float)) and not isinstance(defaults[key], bool)
-            if key not in domains:
+            kind = (domains[key].describe(), type(defaults[key])) if key in domains else None
+            if kind is None:
                 candidates = rng.sample(ALWAYS + MORE, 2)
-            elif (domains[key].describe(), type(defaults[key])) not in kinds:
-                kinds.add((domains[key].describe(), type(defaults[key])))
+            elif kind not in kinds:
+                kinds.add(kind)
                 candidates = ALWAYS + rng.sample(MORE, 1)
             else:
                 refused_by_it = [v for v in ALWAYS if not domains[key].admits(v)]
