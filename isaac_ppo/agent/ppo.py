@@ -17,7 +17,7 @@ Follows rl-games' continuous PPO as IsaacGymEnvs configures it, with these choic
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 import torch
 
@@ -125,9 +125,16 @@ class PPO:
             data["mu"] = start_mu
         # else the behaviour policy is the policy at the start of this update
         clip = cfg["clip"]
+        # the KL's reference: the update's start, or (previous_epoch, rl-games') each row's means and log-std as this
+        # update last computed them, an epoch before (rl-games' update_mu_sigma: its minibatches are fixed slices,
+        # ours reshuffled, so the reference is kept per row)
+        since_epoch = cfg.get("kl_reference", "update_start") == "previous_epoch"
+        if since_epoch:
+            ref_mu = data["mu"].float().clone()
+            ref_log_std = start_log_std.float().expand_as(ref_mu).clone()
         sums = torch.zeros(7, device=self.device)  # actor, critic, entropy, bounds, kl, clip fraction, count
         for _ in range(plan.epochs):
-            for mb in self._minibatches(data, rows, plan.minibatch_size, split):
+            for ids, mb in self._minibatches(data, rows, plan.minibatch_size, split):
                 valid = mb.get("valid")  # (recurrent: 0.0 on a chunk's padding; None: every row counts)
                 with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
                     mu, log_std, value = self._forward(mb)
@@ -150,7 +157,13 @@ class PPO:
                         - cfg["entropy_coef"] * entropy + cfg["bounds_loss_coef"] * bounds
                     )
                 with torch.no_grad():
-                    kl = masked_mean(gaussian_kl(mb["mu"], start_log_std, mu.float(), log_std.float()), valid)
+                    if since_epoch:
+                        kl = masked_mean(gaussian_kl(rows_of(ref_mu, ids, split), rows_of(ref_log_std, ids, split),
+                                                     mu.float(), log_std.float()), valid)
+                        put_rows(ref_mu, ids, split, mu.float())
+                        put_rows(ref_log_std, ids, split, log_std.float().expand_as(mu))
+                    else:
+                        kl = masked_mean(gaussian_kl(mb["mu"], start_log_std, mu.float(), log_std.float()), valid)
                     clipped_fraction = masked_mean(((ratio - 1.0).abs() > clip).float(), valid)
                 # the minibatch's KL and loss ride with the gradients: averaged over ranks in the same all-reduce
                 mean_kl, mean_loss = self._step(loss, torch.stack([kl, loss.detach().float()]))
@@ -172,16 +185,16 @@ class PPO:
         }, **lag)
 
     def _minibatches(self, data: Dict[str, torch.Tensor], rows: int, size: int,
-                     split: Optional[int]) -> Iterator[Dict[str, torch.Tensor]]:
+                     split: Optional[int]) -> Iterator[Tuple[torch.Tensor, Dict[str, torch.Tensor]]]:
         """One epoch's minibatches of data in a fresh random order: `size` transitions each (feed-forward), or
         (recurrent: split not None) the chunks in `split` near-equal groups, indexed on their second axis."""
         order = self.permutation(rows)
         if split is None:
             for ids in order.split(size):
-                yield {name: value[ids] for name, value in data.items()}
+                yield ids, {name: value[ids] for name, value in data.items()}
         else:
             for ids in order.tensor_split(min(split, rows)):  # (a later plan asking more: one chunk a minibatch)
-                yield {name: value[ids] if name == "hidden" else value[:, ids] for name, value in data.items()}
+                yield ids, {name: value[ids] if name == "hidden" else value[:, ids] for name, value in data.items()}
 
     def _forward(self, mb: Dict[str, torch.Tensor]) -> Any:
         """(mu, log_std, value) of a minibatch: per transition, or unrolled over its chunks from their stored
@@ -265,6 +278,20 @@ class PPO:
         self.set_lr(float(state["lr"]))
         if self.scaler is not None and "scaler" in state:
             self.scaler.load_state_dict(state["scaler"])
+
+
+def rows_of(values: torch.Tensor, ids: torch.Tensor, split: Optional[int]) -> torch.Tensor:
+    """A minibatch's rows of a per-row tensor: transitions on the first axis, or (recurrent: split not None) chunks
+    on the second (_minibatches' layout)."""
+    return values[ids] if split is None else values[:, ids]
+
+
+def put_rows(values: torch.Tensor, ids: torch.Tensor, split: Optional[int], rows: torch.Tensor) -> None:
+    """Write a minibatch's rows back into a per-row tensor (rows_of's inverse)."""
+    if split is None:
+        values[ids] = rows
+    else:
+        values[:, ids] = rows
 
 
 def _cuda_grad_scaler(enabled: bool) -> Any:

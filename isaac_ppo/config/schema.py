@@ -79,6 +79,10 @@ class AgentConfig:
     lr_schedule: str = key("adaptive", choice("adaptive", "linear", "constant"),
                            "adaptive (rl-games': the KL to kl_threshold), linear (to 0 at the budget) or constant")
     kl_threshold: float = key(0.008, positive(), "the adaptive schedule's target KL")
+    kl_reference: str = key("update_start", choice("update_start", "previous_epoch"),
+                            "what the adaptive schedule's KL measures a minibatch's policy change from: the "
+                            "update's start (ours, rsl_rl's) or each row's previous epoch (rl-games', the measure "
+                            "IsaacGymEnvs' kl_threshold values were set for); agent/ppo.py")
     gamma: float = key(0.99, real(0.0, 1.0, low_open=True), "the discount")
     lam: float = key(0.95, real(0.0, 1.0), "GAE lambda (rl-games: tau)")
     clip: float = key(0.2, positive(), "PPO's ratio clip (rl-games: e_clip), also the value clip")

@@ -256,3 +256,72 @@ def test_proximal_clipping_centres_the_ratio_on_the_updates_start():
     proximal = _ppo(copy.deepcopy(model), learning_rate=1e-9, stale_clip="proximal")
     assert behaviour.update(buf, Plan(N, T, 1, 32), stale=True)["clip_fraction"] > 0.05  # pi / pi_behaviour
     assert proximal.update(buf, Plan(N, T, 1, 32), stale=True)["clip_fraction"] == 0.0  # pi / pi_prox = 1
+
+
+def _recording(ppo):
+    """Wrap ppo so that each minibatch's (ids, means, log-std, KL handed to the step) is kept, in order."""
+    seen = {"ids": [], "forward": [], "kl": []}
+    minibatches, forward, step = ppo._minibatches, ppo._forward, ppo._step
+
+    def ids_kept(*args):
+        for ids, mb in minibatches(*args):
+            seen["ids"].append(ids.clone())
+            yield ids, mb
+
+    def forward_kept(mb):
+        mu, log_std, value = forward(mb)
+        seen["forward"].append((mu.detach().clone(), log_std.detach().expand_as(mu).clone()))
+        return mu, log_std, value
+
+    def step_kept(loss, riders):
+        seen["kl"].append(float(riders[0]))
+        return step(loss, riders)
+
+    ppo._minibatches, ppo._forward, ppo._step = ids_kept, forward_kept, step_kept
+    return seen
+
+
+def _kl(mu_old, log_std_old, mu_new, log_std_new):
+    """KL(old || new) of diagonal Gaussians written out, averaged over rows."""
+    terms = (log_std_new - log_std_old
+             + ((2 * log_std_old).exp() + (mu_old - mu_new) ** 2) / (2 * (2 * log_std_new).exp()) - 0.5)
+    return float(terms.sum(-1).mean())
+
+
+def test_kl_since_the_previous_epoch_is_each_rows_change_since_its_last_minibatch():
+    """agent.kl_reference=previous_epoch (rl-games' update_mu_sigma): a minibatch's KL is measured from the means
+    and log-std its rows had when this update last computed them (an epoch before, in another minibatch: ours are
+    reshuffled), from the batch's own in the first epoch; update_start's from the batch's own throughout."""
+    model = _model()
+    buf = _buffer(model)
+    plan = Plan(N, T, 3, 32).check(N)
+    ppo = _ppo(model, kl_reference="previous_epoch", learning_rate=3e-3, mixed_precision=False)
+    seen = _recording(ppo)
+    ppo.update(buf, plan)
+    batch = buf.flat()
+    ref_mu = batch["mu"].float().clone()
+    ref_log_std = buf.log_std.float().expand_as(ref_mu).clone()
+    per_epoch = plan.num_minibatches
+    assert len(seen["kl"]) == 3 * per_epoch
+    for k, (ids, (mu, log_std), kl) in enumerate(zip(seen["ids"], seen["forward"], seen["kl"])):
+        assert kl == pytest.approx(_kl(ref_mu[ids], ref_log_std[ids], mu, log_std), rel=1e-5, abs=1e-9), k
+        if k >= per_epoch:  # the reference was moved: not the update's start any more
+            start = _kl(batch["mu"][ids], buf.log_std.expand_as(mu), mu, log_std)
+            assert kl < start, (k, kl, start)
+        ref_mu[ids], ref_log_std[ids] = mu, log_std
+    assert sorted(torch.cat(seen["ids"][:per_epoch]).tolist()) == list(range(plan.batch_size))  # each row once an epoch
+
+
+def test_kl_references_agree_in_the_first_epoch():
+    """One epoch: both references are the batch's own policy, so the same seed gives the same update."""
+    plan = Plan(N, T, 1, 32).check(N)
+    results = []
+    for reference in ("update_start", "previous_epoch"):
+        model = _model()
+        buf = _buffer(model)
+        ppo = _ppo(model, kl_reference=reference, lr_schedule="adaptive", kl_threshold=1e-4, learning_rate=1e-3)
+        stats = ppo.update(buf, plan)
+        results.append((stats["kl"], stats["lr"], _params(model)))
+    (kl_a, lr_a, params_a), (kl_b, lr_b, params_b) = results
+    assert kl_a == pytest.approx(kl_b, rel=1e-6) and lr_a == lr_b
+    assert all(torch.equal(a, b) for a, b in zip(params_a, params_b))

@@ -175,6 +175,50 @@ def test_the_update_over_chunks_trains_every_part_and_takes_the_plans_minibatch_
     assert not unchanged, unchanged
 
 
+@pytest.mark.parametrize("rnn", list(RNNS), ids=list(RNNS))
+def test_a_chunks_kl_since_the_previous_epoch_is_measured_from_its_own_last_unroll(rnn):
+    """agent.kl_reference=previous_epoch over chunks: a minibatch's KL (padding masked) is measured from the means
+    its chunks had at their previous unroll, an epoch before; in the first epoch from the batch's own."""
+    model = _model(RNNS[rnn], num_states=NUM_STATES)
+    _, _, buf, info = _collect(model, 7, 3)
+    buf.compute_gae(info["last_values"], GAMMA, 0.95)
+    cfg = {"learning_rate": 3e-3, "mixed_precision": False, "normalize_advantage": True, "clip": 0.2,
+           "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 1e-4,
+           "truncate_grads": True, "grad_norm": 1.0, "lr_schedule": "constant", "kl_threshold": 0.008,
+           "kl_reference": "previous_epoch", "stale_correction": "none", "stale_update": "current",
+           "stale_clip": "behaviour", "stale_weight": "importance"}
+    ppo = PPO(model, cfg, torch.device("cpu"), torch.Generator().manual_seed(1))
+    seen = []
+    minibatches, forward, step = ppo._minibatches, ppo._forward, ppo._step
+
+    def ids_kept(*args):
+        for ids, mb in minibatches(*args):
+            seen.append({"ids": ids.clone(), "valid": mb["valid"].clone()})
+            yield ids, mb
+
+    def forward_kept(mb):
+        mu, log_std, value = forward(mb)
+        seen[-1].update(mu=mu.detach().clone(), log_std=log_std.detach().expand_as(mu).clone())
+        return mu, log_std, value
+
+    def step_kept(loss, riders):
+        seen[-1]["kl"] = float(riders[0])
+        return step(loss, riders)
+
+    ppo._minibatches, ppo._forward, ppo._step = ids_kept, forward_kept, step_kept
+    ppo.update(buf, Plan(ENVS, 7, 3, 21))  # 2 minibatches of chunks an epoch, 3 epochs
+    ref_mu = buf.sequences({"mu": buf.flat()["mu"]})["mu"].float().clone()  # (steps of a chunk, chunks, actions)
+    ref_log_std = buf.log_std.float().expand_as(ref_mu).clone()
+    assert len(seen) == 6
+    for k, mb in enumerate(seen):
+        ids, mu, log_std, valid = mb["ids"], mb["mu"], mb["log_std"], mb["valid"]
+        old_mu, old_log_std = ref_mu[:, ids], ref_log_std[:, ids]
+        terms = (log_std - old_log_std + ((2 * old_log_std).exp() + (old_mu - mu) ** 2)
+                 / (2 * (2 * log_std).exp()) - 0.5).sum(-1)
+        assert mb["kl"] == pytest.approx(float((terms * valid).sum() / valid.sum()), rel=1e-5, abs=1e-9), k
+        ref_mu[:, ids], ref_log_std[:, ids] = mu, log_std
+
+
 def test_masked_mean_counts_the_valid_steps_only():
     x = torch.tensor([[1.0, 2.0], [30.0, 4.0]])
     assert float(masked_mean(x, torch.tensor([[1.0, 1.0], [0.0, 1.0]]))) == pytest.approx(7.0 / 3.0)
