@@ -75,6 +75,16 @@ def _collect(model, rollout, seq_length, env=None):
     return env, collector, buf, info
 
 
+def _ppo_cfg(**over):
+    cfg = {"learning_rate": 1e-3, "mixed_precision": False, "normalize_advantage": True, "clip": 0.2,
+           "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 1e-4,
+           "truncate_grads": True, "grad_norm": 1.0, "lr_schedule": "constant", "kl_threshold": 0.008,
+           "stale_correction": "none", "stale_update": "current", "stale_clip": "behaviour",
+           "stale_weight": "importance"}
+    cfg.update(over)
+    return cfg
+
+
 def _replay(model, buf, env_log=None):
     """The rollout replayed one step at a time from zeros, the state zeroed after each episode end: the means,
     values and (with env_log) the critic's values of the time-outs' final observations."""
@@ -161,12 +171,8 @@ def test_the_update_over_chunks_trains_every_part_and_takes_the_plans_minibatch_
     model = _model(RNNS[rnn], num_states=NUM_STATES)
     _, _, buf, info = _collect(model, 7, 3)
     buf.compute_gae(info["last_values"], GAMMA, 0.95)
-    cfg = {"learning_rate": 1e-3, "mixed_precision": False, "normalize_advantage": True, "clip": 0.2,
-           "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 1e-4,
-           "truncate_grads": True, "grad_norm": 1.0, "lr_schedule": "constant", "kl_threshold": 0.008,
-           "stale_correction": "none", "stale_update": "current", "stale_clip": stale_clip or "behaviour",
-           "stale_weight": "importance"}
-    ppo = PPO(model, cfg, torch.device("cpu"), torch.Generator().manual_seed(1))
+    ppo = PPO(model, _ppo_cfg(stale_clip=stale_clip or "behaviour"), torch.device("cpu"),
+              torch.Generator().manual_seed(1))
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     stats = ppo.update(buf, Plan(ENVS, 7, 2, 21), stale=stale_clip is not None)  # 42 transitions, 2 minibatches
     assert stats["minibatches"] == 2 * 2
@@ -182,12 +188,8 @@ def test_a_chunks_kl_since_the_previous_epoch_is_measured_from_its_own_last_unro
     model = _model(RNNS[rnn], num_states=NUM_STATES)
     _, _, buf, info = _collect(model, 7, 3)
     buf.compute_gae(info["last_values"], GAMMA, 0.95)
-    cfg = {"learning_rate": 3e-3, "mixed_precision": False, "normalize_advantage": True, "clip": 0.2,
-           "clip_value": True, "critic_coef": 2.0, "entropy_coef": 0.0, "bounds_loss_coef": 1e-4,
-           "truncate_grads": True, "grad_norm": 1.0, "lr_schedule": "constant", "kl_threshold": 0.008,
-           "kl_reference": "previous_epoch", "stale_correction": "none", "stale_update": "current",
-           "stale_clip": "behaviour", "stale_weight": "importance"}
-    ppo = PPO(model, cfg, torch.device("cpu"), torch.Generator().manual_seed(1))
+    ppo = PPO(model, _ppo_cfg(learning_rate=3e-3, kl_reference="previous_epoch"), torch.device("cpu"),
+              torch.Generator().manual_seed(1))
     seen = []
     minibatches, forward, step = ppo._minibatches, ppo._forward, ppo._step
 
