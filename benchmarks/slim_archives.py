@@ -18,7 +18,9 @@ evaluation or a diagnostics probe and the run's last row: a long run of small it
 ~3 rows a second, ~8,000 in 45 minutes) then carries its curves, every evaluation and its end (the figures a report
 reads) at an Nth of the bytes; a kept row carries the collection and update seconds and divergences of the rows
 dropped before it, so where-the-time-went sums stay whole. Training curves from a thinned pack are sampled every N
-iterations.
+iterations. A run already thinned (its rows skip iterations) is left at its rows: a study appends each new run's
+full rows to its archive, and thinning the pack again must thin that run only, not the others a second time
+(issue 87's FrankaCubeStack pack was, once: its runs rebuilt from their folders, 2026-12-06).
 """
 from __future__ import annotations
 
@@ -48,7 +50,15 @@ def slim_rows(data: bytes, every: int = 1) -> bytes:
     rows isaac_ppo.lab.report.clock.thinned keeps (every Nth, those holding an evaluation or diagnostics, the last,
     each carrying the summed seconds and divergences of the rows dropped before it)."""
     rows = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+    if already_thinned(rows):
+        every = 1
     return "".join(json.dumps(_rounded(row)) + "\n" for row in thinned(rows, every)).encode()
+
+
+def already_thinned(rows: list) -> bool:
+    """Rows that skip an iteration: a run thinned before (a run's own rows count its iterations one by one)."""
+    iterations = [row["iteration"] for row in rows if "iteration" in row]
+    return any(later - earlier > 1 for earlier, later in zip(iterations, iterations[1:]))
 
 
 def slim(pack: str, every: int = 1) -> tuple:

@@ -58,6 +58,21 @@ def test_every_keeps_each_nth_row_every_evaluation_and_the_last(tmp_path):
     assert files["arm/seed_0/.hydra/overrides.yaml"] == b"- seed=0\n"
 
 
+def test_a_run_thinned_before_is_not_thinned_again(tmp_path):
+    """A study appends a new run's full rows to a thinned archive: --every again thins the new run only."""
+    pack = a_pack(tmp_path)
+    assert slim("--every", "4", pack).returncode == 0
+    files = archive.read(pack)
+    first = files["arm/seed_0/metrics.jsonl"]
+    files["arm/seed_1/metrics.jsonl"] = rows(20)
+    archive.write(pack, files)
+    assert slim("--every", "4", pack).returncode == 0
+    again = archive.read(pack)
+    assert again["arm/seed_0/metrics.jsonl"] == first
+    assert [json.loads(line)["iteration"] for line in again["arm/seed_1/metrics.jsonl"].decode().splitlines()] == [
+        0, 4, 5, 8, 12, 13, 16, 19]
+
+
 def test_without_every_every_row_stays(tmp_path):
     pack = a_pack(tmp_path)
     assert slim(pack).returncode == 0
