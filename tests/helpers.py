@@ -139,3 +139,29 @@ def one_line_error(result, *fragments):
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+def record_minibatches(ppo) -> list:
+    """Wrap a PPO so that each minibatch of its updates is kept, in order, as a dict: its row ids, its padding mask
+    (recurrent; else None), the means and log-std of its forward (log-std expanded to the means' shape) and the KL it
+    handed to the step."""
+    seen: list = []
+    minibatches, forward, step = ppo._minibatches, ppo._forward, ppo._step
+
+    def ids_kept(*args):
+        for ids, mb in minibatches(*args):
+            valid = mb.get("valid")
+            seen.append({"ids": ids.clone(), "valid": None if valid is None else valid.clone()})
+            yield ids, mb
+
+    def forward_kept(mb):
+        mu, log_std, value = forward(mb)
+        seen[-1].update(mu=mu.detach().clone(), log_std=log_std.detach().expand_as(mu).clone())
+        return mu, log_std, value
+
+    def step_kept(loss, riders):
+        seen[-1]["kl"] = float(riders[0])
+        return step(loss, riders)
+
+    ppo._minibatches, ppo._forward, ppo._step = ids_kept, forward_kept, step_kept
+    return seen

@@ -157,13 +157,14 @@ class PPO:
                         - cfg["entropy_coef"] * entropy + cfg["bounds_loss_coef"] * bounds
                     )
                 with torch.no_grad():
+                    new_mu, new_log_std = mu.float(), log_std.float()
                     if since_epoch:
                         kl = masked_mean(gaussian_kl(rows_of(ref_mu, ids, split), rows_of(ref_log_std, ids, split),
-                                                     mu.float(), log_std.float()), valid)
-                        put_rows(ref_mu, ids, split, mu.float())
-                        put_rows(ref_log_std, ids, split, log_std.float().expand_as(mu))
+                                                     new_mu, new_log_std), valid)
+                        put_rows(ref_mu, ids, split, new_mu)
+                        put_rows(ref_log_std, ids, split, new_log_std.expand_as(new_mu))
                     else:
-                        kl = masked_mean(gaussian_kl(mb["mu"], start_log_std, mu.float(), log_std.float()), valid)
+                        kl = masked_mean(gaussian_kl(mb["mu"], start_log_std, new_mu, new_log_std), valid)
                     clipped_fraction = masked_mean(((ratio - 1.0).abs() > clip).float(), valid)
                 # the minibatch's KL and loss ride with the gradients: averaged over ranks in the same all-reduce
                 mean_kl, mean_loss = self._step(loss, torch.stack([kl, loss.detach().float()]))

@@ -12,7 +12,7 @@ from isaac_ppo.agent.ppo import LR_MAX, LR_MIN, PPO, NonFiniteLoss
 from isaac_ppo.errors import UserError
 from isaac_ppo.scheduler.plan import Plan
 
-from helpers import synthetic_buffer
+from helpers import record_minibatches, synthetic_buffer
 
 NUM_OBS, NUM_ACTIONS, T, N = 5, 3, 8, 16
 STATS_KEYS = {"actor_loss", "critic_loss", "entropy", "bounds_loss", "kl", "clip_fraction", "lr", "minibatches",
@@ -258,29 +258,6 @@ def test_proximal_clipping_centres_the_ratio_on_the_updates_start():
     assert proximal.update(buf, Plan(N, T, 1, 32), stale=True)["clip_fraction"] == 0.0  # pi / pi_prox = 1
 
 
-def _recording(ppo):
-    """Wrap ppo so that each minibatch's (ids, means, log-std, KL handed to the step) is kept, in order."""
-    seen = {"ids": [], "forward": [], "kl": []}
-    minibatches, forward, step = ppo._minibatches, ppo._forward, ppo._step
-
-    def ids_kept(*args):
-        for ids, mb in minibatches(*args):
-            seen["ids"].append(ids.clone())
-            yield ids, mb
-
-    def forward_kept(mb):
-        mu, log_std, value = forward(mb)
-        seen["forward"].append((mu.detach().clone(), log_std.detach().expand_as(mu).clone()))
-        return mu, log_std, value
-
-    def step_kept(loss, riders):
-        seen["kl"].append(float(riders[0]))
-        return step(loss, riders)
-
-    ppo._minibatches, ppo._forward, ppo._step = ids_kept, forward_kept, step_kept
-    return seen
-
-
 def _kl(mu_old, log_std_old, mu_new, log_std_new):
     """KL(old || new) of diagonal Gaussians written out, averaged over rows."""
     terms = (log_std_new - log_std_old
@@ -296,20 +273,21 @@ def test_kl_since_the_previous_epoch_is_each_rows_change_since_its_last_minibatc
     buf = _buffer(model)
     plan = Plan(N, T, 3, 32).check(N)
     ppo = _ppo(model, kl_reference="previous_epoch", learning_rate=3e-3, mixed_precision=False)
-    seen = _recording(ppo)
+    seen = record_minibatches(ppo)
     ppo.update(buf, plan)
     batch = buf.flat()
     ref_mu = batch["mu"].float().clone()
     ref_log_std = buf.log_std.float().expand_as(ref_mu).clone()
     per_epoch = plan.num_minibatches
-    assert len(seen["kl"]) == 3 * per_epoch
-    for k, (ids, (mu, log_std), kl) in enumerate(zip(seen["ids"], seen["forward"], seen["kl"])):
+    assert len(seen) == 3 * per_epoch
+    for k, mb in enumerate(seen):
+        ids, mu, log_std, kl = mb["ids"], mb["mu"], mb["log_std"], mb["kl"]
         assert kl == pytest.approx(_kl(ref_mu[ids], ref_log_std[ids], mu, log_std), rel=1e-5, abs=1e-9), k
         if k >= per_epoch:  # the reference was moved: not the update's start any more
             start = _kl(batch["mu"][ids], buf.log_std.expand_as(mu), mu, log_std)
             assert kl < start, (k, kl, start)
         ref_mu[ids], ref_log_std[ids] = mu, log_std
-    assert sorted(torch.cat(seen["ids"][:per_epoch]).tolist()) == list(range(plan.batch_size))  # each row once an epoch
+    assert sorted(torch.cat([mb["ids"] for mb in seen[:per_epoch]]).tolist()) == list(range(plan.batch_size))  # each row once an epoch
 
 
 def test_kl_references_agree_in_the_first_epoch():

@@ -13,6 +13,8 @@ from isaac_ppo.agent.recurrent import chunk_count, masked_mean, to_sequences, un
 from isaac_ppo.loop.collect import SyncCollector
 from isaac_ppo.scheduler.plan import Plan
 
+from helpers import record_minibatches
+
 NUM_OBS, NUM_ACTIONS, NUM_STATES, ENVS = 5, 2, 7, 6
 GAMMA = 0.9
 # where an episode ends (env, step): inside chunks and at their edges, and time-outs among them
@@ -190,24 +192,7 @@ def test_a_chunks_kl_since_the_previous_epoch_is_measured_from_its_own_last_unro
     buf.compute_gae(info["last_values"], GAMMA, 0.95)
     ppo = PPO(model, _ppo_cfg(learning_rate=3e-3, kl_reference="previous_epoch"), torch.device("cpu"),
               torch.Generator().manual_seed(1))
-    seen = []
-    minibatches, forward, step = ppo._minibatches, ppo._forward, ppo._step
-
-    def ids_kept(*args):
-        for ids, mb in minibatches(*args):
-            seen.append({"ids": ids.clone(), "valid": mb["valid"].clone()})
-            yield ids, mb
-
-    def forward_kept(mb):
-        mu, log_std, value = forward(mb)
-        seen[-1].update(mu=mu.detach().clone(), log_std=log_std.detach().expand_as(mu).clone())
-        return mu, log_std, value
-
-    def step_kept(loss, riders):
-        seen[-1]["kl"] = float(riders[0])
-        return step(loss, riders)
-
-    ppo._minibatches, ppo._forward, ppo._step = ids_kept, forward_kept, step_kept
+    seen = record_minibatches(ppo)
     ppo.update(buf, Plan(ENVS, 7, 3, 21))  # 2 minibatches of chunks an epoch, 3 epochs
     ref_mu = buf.sequences({"mu": buf.flat()["mu"]})["mu"].float().clone()  # (steps of a chunk, chunks, actions)
     ref_log_std = buf.log_std.float().expand_as(ref_mu).clone()
