@@ -137,14 +137,17 @@ class Randomizer:
             due = ids[self.steps_since[ids] >= frequency]
         if due.numel():
             self.steps_since[due] = 0
-            wrote = False
+            moved_mass = False
             for target in self.targets:
                 if target.draw.setup_only and not self.first:
                     continue
                 self._write(target, due)
-                wrote = True
-            if wrote and self.needs_const:
-                self.sim.set_const()
+                moved_mass = moved_mass or moves_mass(target)
+            # (only what a mass, inertia, armature or scale draw changed needs MuJoCo's derived fields anew, and only
+            # in the envs drawn: a re-draw of damping, stiffness, ranges or friction leaves them as they are, and
+            # mj_setConst over the whole pool at every reset past `frequency` was most of a re-draw's cost)
+            if moved_mass:
+                self.sim.set_const(due)
         self.first = False
 
     def _redraw_shared(self) -> None:
@@ -223,6 +226,12 @@ class Randomizer:
             self.sim.model_fields[field].copy_(values)
         if self.needs_const:
             self.sim.set_const()
+
+
+def moves_mass(target: Target) -> bool:
+    """Whether writing target changes what MuJoCo derives from the mass fields (body_invweight0 and the others)."""
+    return (target.geometry is not None or target.inertia_of is not None
+            or any(field in MASS_FIELDS for field, _, _ in target.writes))
 
 
 def subtree(model: Any, root: int) -> List[int]:

@@ -69,9 +69,10 @@ class BatchSim:
             return torch.from_numpy(counts.any(axis=1))
         return None
 
-    def set_const(self) -> None:
-        """Recompute what MuJoCo derives from the mass fields (mj_setConst), per simulation: after writing them."""
-        self.batch.set_const()
+    def set_const(self, ids: Any = None) -> None:
+        """Recompute what MuJoCo derives from the mass fields (mj_setConst), per simulation: after writing them, in
+        the simulations ids (a tensor of indices; None: all)."""
+        self.batch.set_const(None if ids is None else ids.cpu().numpy())
 
     def set_gravity(self, gravity: Any) -> None:
         """One gravity (m/s^2, 3) for every simulation (domain randomisation's sim_params: one scene's)."""

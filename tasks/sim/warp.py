@@ -147,8 +147,9 @@ class WarpSim:
                 mask[bad] = True
         return mask
 
-    def set_const(self) -> None:
-        """Recompute what MuJoCo derives from the mass fields (mujoco_warp.set_const), per world."""
+    def set_const(self, ids: Any = None) -> None:
+        """Recompute what MuJoCo derives from the mass fields (mujoco_warp.set_const), per world: in every world,
+        whatever ids asks (mujoco_warp has no subset; a world whose fields did not change gets the same values)."""
         with self.wp.ScopedDevice(self.wp_device):
             self.mjw.set_const(self.m, self.d)
 

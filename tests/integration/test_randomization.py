@@ -17,6 +17,7 @@ from isaac_ppo.envs import make
 from isaac_ppo.envs.make import load_task_config
 from isaac_ppo.errors import UserError
 from isaac_ppo.tasks.randomization import Draw, buckets_of, read_plan
+from isaac_ppo.tasks.randomizer import DERIVED
 
 BOTH = ["mujoco", pytest.param("mjwarp", marks=[MJWARP_WORKER, pytest.mark.slow])]
 
@@ -150,6 +151,52 @@ def test_actor_parameters_are_redrawn_at_a_reset_after_frequency_steps_and_setup
     changed = (fields["dof_damping"] != damping).any(dim=1)
     assert changed.tolist() == [False, True, True, False]
     assert torch.equal(fields["body_mass"], mass)
+
+
+def _recording_set_const(env, monkeypatch):
+    """The envs each set_const call of env's simulator is asked for (None: all), the call itself kept."""
+    calls, set_const = [], env.sim.set_const
+
+    def recorded(ids=None):
+        calls.append(None if ids is None else ids.tolist())
+        set_const(ids)
+
+    monkeypatch.setattr(env.sim, "set_const", recorded)
+    return calls
+
+
+def test_a_redraw_renews_the_derived_masses_in_the_envs_drawn_and_only_when_a_mass_moved(monkeypatch):
+    """A mass re-drawn (setup_only false) renews MuJoCo's derived fields in the envs drawn, and they are what a
+    set_const over the whole pool gives; a re-draw of damping and ranges alone (the shipped block: masses
+    setup_only) calls no set_const."""
+    actions = torch.zeros(4, 8)
+    env = _env("Ant", 4, frequency=3, **{"actor_params.ant.rigid_body_properties.mass.setup_only": False})
+    env.reset()
+    calls = _recording_set_const(env, monkeypatch)
+    fields = env.sim.model_fields
+    mass = fields["body_mass"].clone()
+    for _ in range(3):
+        env.step(actions)
+    env.reset_idx(torch.tensor([1, 2]))
+    assert calls == [[1, 2]]
+    assert (fields["body_mass"] != mass).any(dim=1).tolist() == [False, True, True, False]
+    torch.testing.assert_close(fields["body_subtreemass"][:, 1].double(), fields["body_mass"][:, 1:].double().sum(1))
+    derived = [f for f in DERIVED if f in fields]
+    assert "body_invweight0" in derived
+    renewed = {f: fields[f].clone() for f in derived}
+    env.sim.set_const(None)  # (the whole pool, from its fields as they are: the same values)
+    for f in derived:
+        assert torch.equal(fields[f], renewed[f]), f
+
+    shipped = _env("Ant", 4, frequency=3)
+    shipped.reset()
+    calls = _recording_set_const(shipped, monkeypatch)
+    damping = shipped.sim.model_fields["dof_damping"].clone()
+    for _ in range(3):
+        shipped.step(actions)
+    shipped.reset_idx(torch.tensor([1, 2]))
+    assert (shipped.sim.model_fields["dof_damping"] != damping).any(dim=1).tolist() == [False, True, True, False]
+    assert calls == []
 
 
 def test_observation_and_action_noise_are_isaacgymenvs_white_and_correlated():
