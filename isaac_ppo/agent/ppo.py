@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 import torch
 
+from isaac_ppo.agent.adam import adam
 from isaac_ppo.agent.model import ActorCritic, gaussian_entropy, gaussian_kl, gaussian_log_prob
 from isaac_ppo.distributed import Local
 from isaac_ppo.agent.recurrent import masked_mean, unroll
@@ -46,7 +47,8 @@ class PPO:
         self.device = device
         self.generator = generator
         self.lr = cfg["learning_rate"]
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=self.lr, eps=1e-8)
+        self.optimizer = adam(model.parameters(), lr=self.lr, eps=1e-8, device=device)  # (torch's, or its update
+        # without torch.optim on the CPU: agent/adam.py)
         self.amp = cfg["mixed_precision"] and device.type == "cuda"
         self.scaler = _cuda_grad_scaler(self.amp) if device.type == "cuda" else None
         # called with the model at every optimizer step, gradients unscaled and not yet clipped (diagnostics
