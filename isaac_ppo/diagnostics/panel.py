@@ -21,8 +21,8 @@ def write_panel(run_dir: str, max_panels: int = 12) -> Optional[str]:
                 series.setdefault(key, []).append((row["env_steps"], value))
     if not series:
         return None
-    # a Figure on the Agg canvas, without pyplot: pyplot's import and its figure manager are ~1 s of a 2-core
-    # run's end, as tight_layout's text measuring was (the margins below are fixed: the panel's layout is)
+    # a Figure on the Agg canvas, without pyplot: pyplot's import and tight_layout's measuring of every label were
+    # ~1 s of a 2-core run's end (the layout is fixed, so the margins below can be too)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
