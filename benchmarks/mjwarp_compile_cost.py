@@ -10,8 +10,10 @@ adds to the models before it; the first row includes the kernels every model sha
   python benchmarks/mjwarp_compile_cost.py Cartpole Ant Ingenuity Quadcopter FrankaCubeStack AnymalTerrain \\
       ShadowHand AllegroHand
 
-One JSON line a task: its seconds (make + reset + one step, nearly all compile) and the modules in the cache after
-it. Run it alone on the machine (a compile is CPU-bound) and with CUDA hidden (CUDA_VISIBLE_DEVICES=) on a GPU node
+One JSON line a task: its seconds (make + reset + one step, nearly all compile), the modules in the cache after
+it, and the milliseconds of one control step once compiled (the mean of 20 more: what the optimisation level costs
+at run time). `--opt-level N` compiles at Warp's optimisation level N (0-3; Warp's default for the CPU is 2): the
+trade of compile time against run time that ISAAC_PPO_WARP_OPT_LEVEL makes (tasks/sim/warp.py). Run it alone on the machine (a compile is CPU-bound) and with CUDA hidden (CUDA_VISIBLE_DEVICES=) on a GPU node
 to measure the CPU device.
 """
 from __future__ import annotations
@@ -23,11 +25,13 @@ import tempfile
 import time
 
 
-def main(tasks: list) -> None:
+def main(tasks: list, opt_level=None) -> None:
     import warp as wp
 
     with tempfile.TemporaryDirectory(prefix="warp_cache_") as cache:
         wp.config.kernel_cache_dir = cache  # (before any module loads: every kernel is compiled into it)
+        if opt_level is not None:
+            os.environ["ISAAC_PPO_WARP_OPT_LEVEL"] = str(opt_level)
         import torch
 
         from isaac_ppo.envs import make
@@ -36,14 +40,25 @@ def main(tasks: list) -> None:
             started = time.perf_counter()
             env = make(task, 4, sim="mjwarp", seed=0)
             env.reset()
-            env.step(torch.zeros(4, env.num_actions))
+            actions = torch.zeros(4, env.num_actions)
+            env.step(actions)
+            seconds = time.perf_counter() - started
+            started = time.perf_counter()
+            for _ in range(20):
+                env.step(actions)
+            step_ms = (time.perf_counter() - started) / 20 * 1e3
             modules = sum(len(os.listdir(os.path.join(cache, d))) for d in os.listdir(cache)
                           if os.path.isdir(os.path.join(cache, d)))
-            print(json.dumps({"task": task, "seconds": round(time.perf_counter() - started, 1),
-                              "modules_in_cache": modules}), flush=True)
+            print(json.dumps({"task": task, "opt_level": opt_level, "seconds": round(seconds, 1),
+                              "modules_in_cache": modules, "step_ms": round(step_ms, 2)}), flush=True)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: python benchmarks/mjwarp_compile_cost.py TASK [TASK ...] (the first pays the shared kernels)")
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    level = None
+    if args[:1] == ["--opt-level"] and len(args) > 1 and args[1] in ("0", "1", "2", "3"):
+        level, args = int(args[1]), args[2:]
+    if not args:
+        sys.exit("usage: python benchmarks/mjwarp_compile_cost.py [--opt-level 0-3] TASK [TASK ...] (the first pays "
+                 "the shared kernels)")
+    main(args, level)

@@ -24,9 +24,20 @@ from isaac_ppo.agent.rollout import RolloutBuffer
 # (pyproject.toml's --dist loadgroup): Warp's kernel cache is then filled once per machine, not by two workers at
 # once (a cold CI compiled it twice, 42 s and 36 s, when the kit's dry runs were on the other worker, 2026-12-02)
 MJWARP_WORKER = pytest.mark.xdist_group("mjwarp")
-# the one task whose MuJoCo Warp kernels the default suite compiles (no contacts: ~1 minute on a cold cache); every
-# other registered task runs on MuJoCo Warp with --mjwarp-all-models (tests/conftest.py)
+# the one task the contract and equivalence suites run on MuJoCo Warp by default (no contacts); every other
+# registered task runs there with --mjwarp-all-models (tests/conftest.py)
 MJWARP_DEFAULT_TASK = "Cartpole"
+# every model whose MuJoCo Warp kernels the default suite compiles: Cartpole, and the models the randomisation
+# schema's tests need on both backends (Ant's block, Ingenuity's gravity, AllegroHand's actor scale). A test of
+# another task on sim=mjwarp takes mjwarp_marks(task): it runs with --mjwarp-all-models, since each model adds its
+# own compile to a fresh machine's suite (benchmarks/mjwarp_compile_cost.py: 5-23 s each on 2 cores)
+MJWARP_SUITE_MODELS = ("Cartpole", "Ant", "Ingenuity", "AllegroHand")
+
+
+def mjwarp_marks(task: str) -> list:
+    """The marks of a sim=mjwarp case of `task`: the mjwarp worker, the slow tier, and --mjwarp-all-models for a
+    model the default suite does not compile."""
+    return [MJWARP_WORKER, pytest.mark.slow] + ([] if task in MJWARP_SUITE_MODELS else [pytest.mark.mjwarp_models])
 
 # CI (.ci/run) installs every system library the suite uses and sets this: a missing one fails there
 REQUIRE_SYSTEM = "ISAAC_PPO_REQUIRE_SYSTEM"

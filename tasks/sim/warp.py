@@ -21,6 +21,7 @@ mujoco.batch in ways this class absorbs:
 """
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -37,6 +38,23 @@ INSTALL_HINT = ("sim=mjwarp needs MuJoCo Warp (Python >= 3.11): pip install 'isa
 STATE_FIELDS = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "time")
 
 
+OPT_LEVEL_VARIABLE = "ISAAC_PPO_WARP_OPT_LEVEL"
+
+
+def optimization_level() -> Optional[int]:
+    """Warp's compiler optimisation level for the kernels this process builds, from ISAAC_PPO_WARP_OPT_LEVEL
+    (0-3); unset: Warp's own default (-O2 on the CPU, -O3 on CUDA). A lower level compiles a fresh cache faster and
+    runs slower (benchmarks/mjwarp_compile_cost.py --opt-level): the test suite's trade on a CPU (tests/conftest.py),
+    not a training's. The level is part of each module's cache key, so each level has its own cached kernels."""
+    value = os.environ.get(OPT_LEVEL_VARIABLE, "").strip()
+    if not value:
+        return None
+    if value not in ("0", "1", "2", "3"):
+        raise UserError(f"{OPT_LEVEL_VARIABLE}={value!r}: Warp's optimisation level is 0, 1, 2 or 3 (or unset for "
+                        "Warp's default)")
+    return int(value)
+
+
 def import_warp() -> Tuple[Any, Any]:
     try:
         import warp as wp
@@ -45,6 +63,7 @@ def import_warp() -> Tuple[Any, Any]:
         import mujoco_warp as mjw
     except ImportError:
         raise UserError(INSTALL_HINT) from None
+    wp.config.optimization_level = optimization_level()
     from isaac_ppo.tasks.sim import warp_hfield_fix
 
     warp_hfield_fix.apply(mjw)  # (before any kernel is built: height-field contact depths, see the module)

@@ -12,7 +12,7 @@ import tempfile
 import pytest
 import torch
 
-from helpers import MJWARP_WORKER, require_system
+from helpers import mjwarp_marks, require_system
 from isaac_ppo.envs import make
 from isaac_ppo.envs.episodes import EpisodeTracker
 from isaac_ppo.errors import InputError, UserError
@@ -150,6 +150,27 @@ def test_sim_mjwarp_without_mujoco_warp_or_on_an_unknown_device_is_one_line(monk
             make("Cartpole", 4, sim="mjwarp", device="meta")
 
 
+def test_warps_optimisation_level_comes_from_its_variable_and_a_bad_one_is_one_line(monkeypatch):
+    """ISAAC_PPO_WARP_OPT_LEVEL: unset is Warp's default (None), 0-3 is that level, set on Warp's config when the
+    backend imports Warp; anything else is refused naming the variable. (The suite runs at 1: tests/conftest.py.)"""
+    from isaac_ppo.tasks.sim.warp import OPT_LEVEL_VARIABLE, import_warp, optimization_level
+
+    monkeypatch.delenv(OPT_LEVEL_VARIABLE, raising=False)
+    assert optimization_level() is None
+    monkeypatch.setenv(OPT_LEVEL_VARIABLE, "3")
+    assert optimization_level() == 3
+    for bad in ("4", "-1", "O2", "fast"):
+        monkeypatch.setenv(OPT_LEVEL_VARIABLE, bad)
+        with pytest.raises(UserError) as error:
+            optimization_level()
+        assert str(error.value) == (f"ISAAC_PPO_WARP_OPT_LEVEL={bad!r}: Warp's optimisation level is 0, 1, 2 or 3 "
+                                    "(or unset for Warp's default)")
+    if importlib.util.find_spec("mujoco_warp") is not None:
+        monkeypatch.setenv(OPT_LEVEL_VARIABLE, "1")
+        wp, _ = import_warp()
+        assert wp.config.optimization_level == 1
+
+
 def run_bench(*args):
     # the installed console script, run outside the checkout so only the installed package can be imported
     script = os.path.join(os.path.dirname(sys.executable), "isaac-ppo-bench")
@@ -186,8 +207,9 @@ def test_bench_sim_prints_one_json_line_last():
     assert report["diverged"] == 0
 
 
-@pytest.mark.parametrize("sim", ["mujoco", pytest.param("mjwarp", marks=[MJWARP_WORKER, pytest.mark.slow])])
-@pytest.mark.parametrize("task", ["Quadcopter", "Ingenuity", "FrankaCubeStack"])
+@pytest.mark.parametrize("task,sim", [pytest.param(task, sim, marks=mjwarp_marks(task) if sim == "mjwarp" else [])
+                                      for sim in ("mujoco", "mjwarp")
+                                      for task in ("Quadcopter", "Ingenuity", "FrankaCubeStack")])
 def test_bench_sim_runs_tasks_whose_actions_are_not_their_controls(task, sim):
     """Rotor forces (no actuator or fewer than actions) and an operational-space controller (7 actions, 9 actuators):
     the bare simulator holds the controls the env set (the GPU kit benchmarks every task so)."""

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import MJWARP_WORKER, require_system
+from helpers import mjwarp_marks, require_system
 
 from isaac_ppo.config.compose import compose_config
 from isaac_ppo.envs import make
@@ -268,7 +268,7 @@ def test_the_fingers_hold_cube_a_while_the_osc_carries_it_onto_cube_b():
     assert extras is not None and extras["outcomes"]["stacked"][0].item() == 1.0
 
 
-@pytest.mark.parametrize("sim", ["mujoco", pytest.param("mjwarp", marks=[MJWARP_WORKER, pytest.mark.slow])])
+@pytest.mark.parametrize("sim", ["mujoco", pytest.param("mjwarp", marks=mjwarp_marks("FrankaCubeStack"))])
 def test_it_trains_through_the_cli_on_both_backends(tmp_path, sim):
     """One small iteration with the task's own agent config (the learning figures are benchmarks)."""
     from helpers import train_in_process

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from helpers import MJWARP_WORKER, require_system
+from helpers import mjwarp_marks, require_system
 
 from isaac_ppo.envs import make
 from isaac_ppo.tasks.aerial.ingenuity import ingenuity_reward, rotor_forces
@@ -177,8 +177,8 @@ def test_a_reset_puts_the_chassis_in_its_box_upright_at_rest_with_a_new_target(e
     assert float(env.derived["xfrc_applied"].abs().max()) == 0.0
 
 
-@pytest.mark.parametrize("task", ["Ingenuity", "Quadcopter"])
-@pytest.mark.parametrize("sim", ["mujoco", pytest.param("mjwarp", marks=[MJWARP_WORKER, pytest.mark.slow])])
+@pytest.mark.parametrize("task,sim", [pytest.param(task, sim, marks=mjwarp_marks(task) if sim == "mjwarp" else [])
+                                      for task in ("Ingenuity", "Quadcopter") for sim in ("mujoco", "mjwarp")])
 def test_the_flying_tasks_train_through_the_cli_on_both_backends(tmp_path, task, sim):
     """One small iteration with the task's own agent config (the learning figures are benchmarks)."""
     from helpers import train_in_process

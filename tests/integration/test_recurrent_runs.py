@@ -137,13 +137,16 @@ def test_isaacgymenvs_recurrent_configs_compose_as_written(task, agent, extra):
     assert cfg.agent.seq_length == 4 and cfg.agent.zero_rnn_on_done
 
 
-@pytest.mark.parametrize("sim", ["mujoco", pytest.param("mjwarp", marks=[MJWARP_WORKER, pytest.mark.slow])])
+@pytest.mark.parametrize("sim", ["mujoco", pytest.param("mjwarp", marks=[MJWARP_WORKER, pytest.mark.slow,
+                                                                        pytest.mark.mjwarp_models])])
 @pytest.mark.parametrize("task,agent,extra", [
     ("AnymalTerrain", "AnymalTerrainPPO_LSTM", []),
     ("ShadowHand", "ShadowHandPPOAsymmLSTM", ["asymmetric=true"]),
 ])
 def test_isaacgymenvs_recurrent_configs_train_on_both_backends(tmp_path, sim, task, agent, extra):
-    """One small iteration of each (the learning figures are benchmarks)."""
+    """One small iteration of each (the learning figures are benchmarks). On MuJoCo Warp with --mjwarp-all-models
+    (their models' kernels: ~43 s of compile on a fresh 2-core machine); the default suite's recurrent run on MuJoCo
+    Warp is the next test's."""
     from helpers import train_in_process
 
     if sim == "mjwarp" and importlib.util.find_spec("mujoco_warp") is None:
@@ -156,6 +159,28 @@ def test_isaacgymenvs_recurrent_configs_train_on_both_backends(tmp_path, sim, ta
     assert result.summary["iterations"] == 1
     state = load(os.path.join(result.run_dir, "checkpoints", "last.pt"))
     assert "actor_rnn.rnn.weight_hh_l0" in state["model"] and state["hidden"].shape[0] == 8
+
+
+@MJWARP_WORKER
+@pytest.mark.slow
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_a_recurrent_policy_trains_and_resumes_on_mujoco_warp(tmp_path, rnn):
+    """A recurrent actor-critic on sim=mjwarp in the default suite, on the model it compiles anyway (Cartpole): one
+    iteration, then a resume to two from its checkpoint, whose hidden state is one row per world."""
+    from helpers import train_in_process
+
+    if importlib.util.find_spec("mujoco_warp") is None:
+        require_system("sim=mjwarp needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
+    small = ["task=Cartpole", "sim=mjwarp", "num_envs=8", "agent.horizon=8", "agent.num_mini_batches=2",
+             "agent.seq_length=4", f"agent.network.rnn.name={rnn}", "agent.network.rnn.units=16", "eval.final=false",
+             "diagnostics=off"]
+    first = train_in_process(str(tmp_path / "first"), *small, "max_iterations=1")
+    assert first.summary["iterations"] == 1
+    last = os.path.join(first.run_dir, "checkpoints", "last.pt")
+    state = load(last)
+    assert "actor_rnn.rnn.weight_hh_l0" in state["model"] and state["hidden"].shape[0] == 8
+    resumed = train_in_process(str(tmp_path / "resumed"), *small, "max_iterations=2", f"resume={last}")
+    assert resumed.summary["iterations"] == 2 and resumed.summary["env_steps"] == 2 * 8 * 8
 
 
 @pytest.mark.parametrize("override,message", [
