@@ -8,14 +8,15 @@ it: physics is the same with any thread count, and torch_threads (2, the config'
 
 MuJoCo Warp compiles its kernels per model on first use, then caches them (benchmarks/mjwarp_compile_cost.py). The
 default suite compiles the models of tests/helpers.py's MJWARP_SUITE_MODELS (Cartpole, and Ant, Ingenuity and
-AllegroHand for the randomisation schema's tests); tests marked ``mjwarp_models`` step another model on sim=mjwarp
-and run with ``--mjwarp-all-models`` (before landing a change to tasks/ or tasks/sim/warp.py). On a CPU the suite
-compiles Warp's kernels at optimisation level 1 (ISAAC_PPO_WARP_OPT_LEVEL, tasks/sim/warp.py; set it to run at
-another): from an empty cache on a 2-core AMD EPYC (AVX2), Cartpole, Ant and AllegroHand took 91.7 s at Warp's
-default -O2 and 67.6 s at -O1, whose kernels step Ant 1.06x and AllegroHand 1.56x slower (-O0: 43.2 s, but its steps
-are 6-14x slower). ``--mjwarp-device=cuda`` runs the contract suite's and the equivalence tests' MuJoCo Warp envs on
-a GPU (the GPU kit's proof, benchmarks/gpu/): the suite then leaves the level at Warp's default, the level of the
-kernels the kit carries compiled; the default device, cpu, is Warp's CPU device.
+AllegroHand for the randomisation schema's tests); tests marked ``mjwarp_models`` (another model on sim=mjwarp, or
+the contract and equivalence suites beyond Cartpole) run with ``--mjwarp-all-models`` (before landing a change to
+tasks/ or tasks/sim/warp.py). On a CPU the suite compiles Warp's kernels at optimisation level 1
+(ISAAC_PPO_WARP_OPT_LEVEL, tasks/sim/warp.py; set it to run at another): from an empty cache on a 2-core AMD EPYC
+(AVX2), Cartpole, Ant and AllegroHand took 91.7 s at Warp's default -O2 and 67.6 s at -O1, whose kernels step Ant
+1.06x and AllegroHand 1.56x slower (-O0: 43.2 s, but its steps are 6-14x slower). ``--mjwarp-device=cuda`` runs the
+contract suite's and the equivalence tests' MuJoCo Warp envs on a GPU (the GPU kit's proof, benchmarks/gpu/): the
+suite then leaves the level at Warp's default, the level of the kernels the kit carries compiled; the default
+device, cpu, is Warp's CPU device.
 """
 from __future__ import annotations
 
@@ -54,15 +55,15 @@ def pytest_configure(config):
         os.environ[MJWARP_DEVICE] = device
     if not device.startswith("cuda"):  # (setdefault: a level set outside wins)
         os.environ.setdefault(WARP_OPT_LEVEL, SUITE_WARP_OPT_LEVEL)
-    config.addinivalue_line("markers", "mjwarp_models: sim=mjwarp on a model the default suite does not compile "
-                                       "(run with --mjwarp-all-models)")
+    config.addinivalue_line("markers", "mjwarp_models: a sim=mjwarp case beyond the default suite's (run with "
+                                       "--mjwarp-all-models)")
 
 
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--mjwarp-all-models"):
         return
-    skip = pytest.mark.skip(reason="sim=mjwarp on a model the default suite does not compile: pytest "
-                                   "--mjwarp-all-models runs it")
+    skip = pytest.mark.skip(reason="a sim=mjwarp case beyond the default suite's (its models: "
+                                   "tests/helpers.py MJWARP_SUITE_MODELS): pytest --mjwarp-all-models runs it")
     for item in items:
         if "mjwarp_models" in item.keywords:
             item.add_marker(skip)
