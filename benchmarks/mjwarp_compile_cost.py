@@ -13,8 +13,9 @@ adds to the models before it; the first row includes the kernels every model sha
 One JSON line a task: its seconds (make + reset + one step, nearly all compile), the modules in the cache after
 it, and the milliseconds of one control step once compiled (the mean of 20 more: what the optimisation level costs
 at run time). `--opt-level N` compiles at Warp's optimisation level N (0-3; Warp's default for the CPU is 2): the
-trade of compile time against run time that ISAAC_PPO_WARP_OPT_LEVEL makes (tasks/sim/warp.py). Run it alone on the machine (a compile is CPU-bound) and with CUDA hidden (CUDA_VISIBLE_DEVICES=) on a GPU node
-to measure the CPU device.
+trade of compile time against run time that ISAAC_PPO_WARP_OPT_LEVEL makes (tasks/sim/warp.py). Run it alone on
+the machine (a compile is CPU-bound) and with CUDA hidden (CUDA_VISIBLE_DEVICES=) on a GPU node to measure the CPU
+device.
 """
 from __future__ import annotations
 
@@ -30,11 +31,13 @@ def main(tasks: list, opt_level=None) -> None:
 
     with tempfile.TemporaryDirectory(prefix="warp_cache_") as cache:
         wp.config.kernel_cache_dir = cache  # (before any module loads: every kernel is compiled into it)
-        if opt_level is not None:
-            os.environ["ISAAC_PPO_WARP_OPT_LEVEL"] = str(opt_level)
         import torch
 
         from isaac_ppo.envs import make
+        from isaac_ppo.tasks.sim.warp import OPT_LEVEL_VARIABLE
+
+        if opt_level is not None:  # (read when the first env imports Warp's backend)
+            os.environ[OPT_LEVEL_VARIABLE] = str(opt_level)
 
         for task in tasks:
             started = time.perf_counter()
