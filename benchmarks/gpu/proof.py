@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -310,13 +311,16 @@ class Proof:
         self.record("memory", not failed, time.monotonic() - t0, figures, "; ".join(failed))
 
     def main(self, only: set | None) -> dict:
-        for name, step in self.steps():
-            if only is not None and name not in only:
-                continue
-            try:
-                step()
-            except Exception as error:  # (a step's own bug must not end the proof)
-                self.record(name, False, 0.0, {}, f"{type(error).__name__}: {error}")
+        try:
+            for name, step in self.steps():
+                if only is not None and name not in only:
+                    continue
+                try:
+                    step()
+                except Exception as error:  # (a step's own bug must not end the proof)
+                    self.record(name, False, 0.0, {}, f"{type(error).__name__}: {error}")
+        finally:  # (the steps' own runs: each dry proof in the suite had left one behind in TMPDIR)
+            shutil.rmtree(self.work, ignore_errors=True)
         self.result["elapsed_s"] = round(time.monotonic() - self.started, 1)
         (self.out / "proof.json").write_text(json.dumps(self.result, indent=1))
         return self.result

@@ -158,8 +158,10 @@ def test_the_proof_runs_end_to_end_in_dry_mode_on_the_cpu(tmp_path):
     envs and 1 iteration; one JSON with each step passed, and the log."""
     if importlib.util.find_spec("mujoco_warp") is None:
         require_system("the kit's dry run needs mujoco-warp (Python >= 3.11): pip install '.[mjwarp]'")
-    out = tmp_path / "out"
-    done = runner("proof", "--dry", kit_dir=tmp_path / "kit", OUT=str(out), CUDA_VISIBLE_DEVICES="")
+    out, scratch = tmp_path / "out", tmp_path / "tmp"
+    scratch.mkdir()
+    done = runner("proof", "--dry", kit_dir=tmp_path / "kit", OUT=str(out), CUDA_VISIBLE_DEVICES="",
+                  TMPDIR=str(scratch))
     result = json.loads((out / "proof.json").read_text())
     assert done.returncode == 0, (result["failed"], done.stdout[-2000:])
     assert result["device"] == "cpu" and result["failed"] == [] and result["passed"] == 10
@@ -171,6 +173,7 @@ def test_the_proof_runs_end_to_end_in_dry_mode_on_the_cpu(tmp_path):
     assert steps["mixed_precision_resume"]["figures"]["iterations_logged"] == [0, 1]  # (dry: 1, resumed to 2)
     assert set(steps["kernels"]["figures"]["before"]) == {"cuda", "cpu"}
     assert (out / "proof.log").stat().st_size > 0 and (tmp_path / "kit" / "proof.json").exists()
+    assert not list(scratch.glob("isaac-ppo-proof-*"))  # its steps' own runs, removed when it ends
 
 
 @pytest.mark.slow
