@@ -236,6 +236,20 @@ class Config:
 _TEMPLATE: List[DictConfig] = []  # the schemas as one structured config, built once (merge copies it, never changes it)
 
 
+def _missing_keys(tree: Any, prefix: str = "") -> List[str]:
+    """OmegaConf.missing_keys' dotted keys ("a.b", "a.b[0]"), found in the plain copy of the config (to_container
+    keeps a missing value as "???"): a third of the time of OmegaConf's own walk over the nodes, a tenth of a load."""
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    found = []
+    for key, value in items:
+        path = f"{prefix}[{key}]" if isinstance(tree, list) else f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, str) and value == MISSING:
+            found.append(path)
+        else:
+            found.extend(_missing_keys(value, path))
+    return found
+
+
 def typed(resolved: Any) -> DictConfig:
     """The schemas' merge of a resolved config (types converted, every required key present), unchecked."""
     if not _TEMPLATE:  # (building it is a third of a merge's cost: the config fuzzer merges ~1,700 times)
@@ -254,7 +268,7 @@ def typed(resolved: Any) -> DictConfig:
     except OmegaConfBaseException as error:
         key = str(getattr(error, "full_key", "") or "")
         raise UserError(f"config key {key}: {str(error).splitlines()[0]}") from None
-    missing = sorted(OmegaConf.missing_keys(cfg))
+    missing = sorted(_missing_keys(OmegaConf.to_container(cfg)))
     if missing:
         raise UserError(f"config key {missing[0]} is missing: set it in your YAML or on the command line "
                         f"({missing[0]}=...)")

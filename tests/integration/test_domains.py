@@ -241,6 +241,22 @@ def test_a_seeded_fuzzer_over_every_key_of_every_task(capsys):
     assert cases > 1000 and refused > cases // 3
 
 
+@pytest.mark.parametrize("path, key", [(["seed"], "seed"), (["task", "name"], "task.name"),
+                                       (["agent", "network", "hidden", 1], "agent.network.hidden[1]")])
+def test_a_missing_value_is_one_line_naming_its_key(path, key):
+    """A value left as OmegaConf's "???" (a YAML of one's own that declares a key without filling it) is refused
+    with the key's dotted name, a list's element by its index (config/schema.py's walk of the typed config)."""
+    composed = OmegaConf.to_container(compose_config(["task=Cartpole", *SMALL]), resolve=True)
+    parent = composed
+    for part in path[:-1]:
+        parent = parent[part]
+    parent[path[-1]] = "???"
+    with pytest.raises(UserError) as caught:
+        load(composed)
+    assert str(caught.value) == (f"config key {key} is missing: set it in your YAML or on the command line "
+                                 f"({key}=...)")
+
+
 @pytest.mark.parametrize("name", ["../up", "a/b", "..", "."])
 def test_an_experiment_name_that_is_not_one_folder_is_refused(tmp_path, name):
     with pytest.raises(UserError) as caught:
