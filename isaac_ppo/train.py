@@ -180,6 +180,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         print(usage.version())
         return
     _check_one_mode(argv)
+    preload.idle_threads_sleep()  # (before torch: libgomp reads it once, when torch loads)
     from isaac_ppo.config.compose import register_resolvers, rewrite_argv
 
     argv, notes = rewrite_argv(argv)  # train= (IsaacGymEnvs' name), agent=rl_games, renamed keys

@@ -24,6 +24,12 @@ import os
 
 import pytest
 
+from isaac_ppo import preload
+
+# torch's idle threads sleep in the suite's own processes as they do in the CLI's (isaac_ppo/preload.py): set here,
+# before any test module loads torch, and inherited by the xdist workers and everything they start
+preload.idle_threads_sleep()
+
 MJWARP_DEVICE = "ISAAC_PPO_TEST_MJWARP_DEVICE"
 WARP_OPT_LEVEL = "ISAAC_PPO_WARP_OPT_LEVEL"  # (read by tasks/sim/warp.py in this process and the ones it starts)
 SUITE_WARP_OPT_LEVEL = "1"

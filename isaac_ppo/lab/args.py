@@ -20,6 +20,7 @@ import re
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
+from isaac_ppo import preload
 from isaac_ppo.config.checks import check_writable
 from isaac_ppo.domains import Domain, outside
 from isaac_ppo.config.files import cfg_dir
@@ -143,6 +144,7 @@ def run_command(prog: str, help_text: str, argv: Sequence[str], body: Callable[[
     if not argv or argv[0] in ("-h", "--help"):
         print(help_text)
         return 0 if argv else 2
+    preload.idle_threads_sleep()  # (before torch: the command's own and the runs it starts)
     try:
         return body(argv)
     except UserError as error:

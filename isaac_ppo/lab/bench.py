@@ -332,6 +332,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
+    preload.idle_threads_sleep()  # (before torch)
     mode, rest = argv[0], argv[1:]
     if mode not in MODES:
         print(f"isaac-ppo-bench: unknown mode {mode!r}; available: {', '.join(MODES)}\n{USAGE}", file=sys.stderr)
