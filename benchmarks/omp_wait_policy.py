@@ -32,7 +32,9 @@ POLICIES = {"libgomp's default (spin, then sleep)": {"GOMP_SPINCOUNT": "300000"}
 
 def bench(task: str, iterations: int, num_envs: int, policy: Dict[str, str], copies: int) -> List[Dict]:
     """`copies` isaac-ppo-bench train processes started together; each one's JSON."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    from isaac_ppo.preload import WAIT_VARIABLES
+
+    env = {k: v for k, v in os.environ.items() if k not in WAIT_VARIABLES}
     env.update(policy)
     argv = [sys.executable, "-m", "isaac_ppo.lab.bench", "train", f"task={task}", f"iterations={iterations}",
             "diagnostics=off", "eval.interval_env_steps=0", "eval.final=false"]

@@ -16,10 +16,14 @@ REPORT = ("import os, sys\n"
           "print(preload.idle_threads_sleep(), os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)\n")
 
 
+def _without_a_wait() -> dict:
+    """This environment without any variable that chooses libgomp's wait (the suite's conftest sets one)."""
+    return {k: v for k, v in os.environ.items() if k not in WAIT_VARIABLES}
+
+
 def _run(before: str = "", **env: str) -> list:
-    clean = {k: v for k, v in os.environ.items() if k not in WAIT_VARIABLES}
     done = subprocess.run([sys.executable, "-c", REPORT.format(before=before)], capture_output=True, text=True,
-                          env=dict(clean, **env), check=True)
+                          env=dict(_without_a_wait(), **env), check=True)
     return done.stdout.split()
 
 
@@ -47,7 +51,7 @@ def test_the_cli_sets_it_before_torch_for_the_run_and_what_it_starts(tmp_path):
               "except SystemExit:\n"
               "    pass\n"
               "print('POLICY', os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)\n")
-    clean = {k: v for k, v in os.environ.items() if k not in WAIT_VARIABLES}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=clean, cwd=tmp_path)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_without_a_wait(),
+                          cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-1] == "POLICY PASSIVE False"
