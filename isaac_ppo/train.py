@@ -181,7 +181,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     _check_one_mode(argv)
     preload.idle_threads_sleep()  # (before torch: libgomp reads it once, when torch loads)
-    from isaac_ppo.config.compose import register_resolvers, rewrite_argv
+    from isaac_ppo.config.compose import composed_once, register_resolvers, rewrite_argv
 
     argv, notes = rewrite_argv(argv)  # train= (IsaacGymEnvs' name), agent=rl_games, renamed keys
     for note in notes:
@@ -199,10 +199,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     plain = [a for a in argv if "=" in a and not a.startswith(("-", "hydra.", "hydra/", "+hydra"))]
     flags = [a for a in argv if a.startswith("-")]
     pinned = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir=")]
-    if not flags and all(a in plain or a.startswith("hydra.run.dir=") for a in argv):  # a single run: check it
-        _prevalidate(plain, pinned[-1] if pinned else None)
-    elif flags in (["-m"], ["--multirun"]):  # every job of a sweep, before any is launched or queued
-        _prevalidate_sweep(plain, [a.split("=", 1)[1] for a in argv if a.startswith("hydra.sweep.dir=")][-1:])
+    single_run = not flags and all(a in plain or a.startswith("hydra.run.dir=") for a in argv)
     scratch = None
     if "multi_gpu=true" in argv and int(os.environ.get("RANK", "0")) > 0:
         scratch = _scratch_dir()
@@ -210,7 +207,13 @@ def main(argv: Optional[List[str]] = None) -> None:
                  "hydra/hydra_logging=disabled"]
     sys.argv = [sys.argv[0]] + argv
     try:
-        _hydra_entry()
+        with composed_once(single_run):
+            if single_run:  # checked on the words Hydra's run is given (its mode's included): one composition
+                _prevalidate(argv + ["hydra.mode=RUN"], pinned[-1] if pinned else None)
+            elif flags in (["-m"], ["--multirun"]):  # every job of a sweep, before any is launched or queued
+                _prevalidate_sweep(plain, [a.split("=", 1)[1] for a in argv
+                                           if a.startswith("hydra.sweep.dir=")][-1:])
+            _hydra_entry()
     finally:
         if scratch is not None and not os.listdir(scratch):
             os.rmdir(scratch)
