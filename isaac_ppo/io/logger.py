@@ -90,10 +90,10 @@ class RunLogger:
 
     def begin(self, start_iteration: int = 0, start_env_steps: int = 0) -> "RunLogger":
         """Open the logs at the run's first iteration (a resumed run's: its checkpoint's)."""
-        from torch.utils.tensorboard import SummaryWriter
+        from isaac_ppo.io.events import EventWriter
 
         # resuming in the same directory (a requeued job): the rows and events after the checkpoint are redone
-        self.writer = SummaryWriter(log_dir=os.path.join(self.run_dir, "tb"), purge_step=start_env_steps or None)
+        self.writer = EventWriter(os.path.join(self.run_dir, "tb"), purge_step=start_env_steps or None)
         if self.wandb is not None:  # (starts the W&B run) every add_scalar below goes to W&B too
             self.writer = self.wandb.begin(self.writer)
         jsonl = os.path.join(self.run_dir, "metrics.jsonl")
@@ -142,7 +142,8 @@ class RunLogger:
                 from isaac_ppo.io.video import tensorboard_video
 
                 summary = tensorboard_video("video/env0", frames, fps=1.0 / self.videos.env.dt)
-                self.writer._get_file_writer().add_summary(summary, step)
+                self.writer.add_summary(summary, step)
+            self.writer.flush()  # (each iteration's events readable at once)
         if self.wandb is not None:  # the row's scalars (and its video) as one W&B step
             self.wandb.flush(os.path.join(self.run_dir, row["video"]) if row.get("video") else None)
         self.last = row

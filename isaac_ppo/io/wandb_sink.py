@@ -84,7 +84,7 @@ class WandbSink:
         self.step = 0
 
     def begin(self, writer: Any) -> "_Tee":
-        """Start the W&B run; returns `writer` (a TensorBoard SummaryWriter) with its scalars copied here."""
+        """Start the W&B run; returns `writer` (the run's io/events.EventWriter) with its scalars copied here."""
         self.start()
         return _Tee(writer, self)
 
@@ -185,7 +185,7 @@ class WandbSink:
 
 
 class _Tee:
-    """A TensorBoard SummaryWriter whose scalars are also this row's W&B values (RunLogger writes through it)."""
+    """The run's TensorBoard writer whose scalars are also this row's W&B values (RunLogger writes through it)."""
 
     def __init__(self, writer: Any, sink: WandbSink):
         self.writer, self.sink = writer, sink
