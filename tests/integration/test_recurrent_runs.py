@@ -219,7 +219,7 @@ def test_a_recurrent_checkpoint_played_with_a_feed_forward_config_and_the_revers
     one_line_error(result, "holds another network (actor_rnn.", "agent.network.rnn.name=lstm agent.network.rnn.units=16")
     assert not runs.exists()
     feed_forward = [w for w in SMALL if not w.startswith("agent.network.rnn")]
-    cfg = compose_config(feed_forward)
+    cfg = compose_config([*feed_forward, "max_iterations=1"])  # (a checkpoint is all it needs: not Cartpole's budget)
     env, scheduler = build_env_and_scheduler(cfg)
     build_runner(cfg, env, str(tmp_path / "ff"), scheduler).run()
     with pytest.raises(UserError, match=r"holds another network \(actor_rnn\.rnn\.weight_ih_l0 absent there\)"):
