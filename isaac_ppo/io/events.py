@@ -63,9 +63,9 @@ def _field(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
-def _event(step: int, wall_time: Optional[float] = None, **fields: bytes) -> bytes:
-    """An Event's bytes: wall_time, step, then file_version, summary or session_log (already encoded)."""
-    out = b"\x09" + struct.pack("<d", time.time() if wall_time is None else wall_time) + b"\x10" + _varint(int(step))
+def _event(step: int, **fields: bytes) -> bytes:
+    """An Event's bytes: wall_time (now), step, then file_version, summary or session_log (already encoded)."""
+    out = b"\x09" + struct.pack("<d", time.time()) + b"\x10" + _varint(int(step))
     numbers = {"file_version": 3, "summary": 5, "session_log": 7}
     return out + b"".join(_field(numbers[name], payload) for name, payload in fields.items())
 
