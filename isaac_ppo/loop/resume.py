@@ -19,10 +19,12 @@ from isaac_ppo.domains import flat as _flat
 from isaac_ppo.errors import UserError
 
 # what a resumed run may change without becoming another run: budgets, saving, threads, where files go, play,
-# what is measured (the training-return window starts anew when its size changes)
+# what is measured (the training-return window starts anew when its size changes). mujoco.batch's thread count is
+# a machine setting: every env steps alone, so the physics is bit for bit the same at any count (a cut study run
+# relaunched pinned to one core, docs/studies.md, continues)
 CHANGEABLE_ON_RESUME = frozenset({
     "resume", "checkpoint", "max_iterations", "max_env_steps", "save_interval_iterations", "torch_threads",
-    "collect_torch_threads", "headless", "test", "play_episodes", "capture_video", "runs_dir", "diagnostics.plot",
+    "collect_torch_threads", "task.mujoco.nthread", "headless", "test", "play_episodes", "capture_video", "runs_dir", "diagnostics.plot",
     "max_diverged_fraction", "eval.interval_env_steps", "eval.final", "eval.stochastic", "save_probe_set",
     "diagnostics.probe_set", "agent.games_to_track", "capture_video_interval_iterations", "capture_video_len",
     "wandb_activate", "wandb_project", "wandb_entity", "wandb_group", "wandb_name", "wandb_tags", "wandb_logcode_dir",
