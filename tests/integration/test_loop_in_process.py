@@ -230,17 +230,17 @@ def test_resume_auto_continues_only_a_run_of_this_config(tmp_path):
 
 def test_a_run_continues_in_place_at_another_physics_thread_count_and_steps_the_same(tmp_path):
     """task.mujoco.nthread is the machine's (a cut study run relaunched pinned to one core): the folder's run
-    continues at another count, and what it learns from is the same bit for bit: 2 iterations at 2 threads
-    continued to 3 at 1 log the rows and end at the parameters of a whole run at 1 thread."""
+    continues at another count, and what it learns from is the same bit for bit: 1 iteration at 2 threads
+    continued to 2 at 1 logs the rows and ends at the parameters of a whole run at 1 thread."""
     from isaac_ppo.loop.resume import resume_point
 
-    _, _, whole_runner, _ = _train(tmp_path / "whole", "max_iterations=3", "task.mujoco.nthread=1")
-    cut, _, _, _ = _train(tmp_path / "part", "max_iterations=2", "task.mujoco.nthread=2")
+    _, _, whole_runner, _ = _train(tmp_path / "whole", "max_iterations=2", "task.mujoco.nthread=1")
+    cut, _, _, _ = _train(tmp_path / "part", "max_iterations=1", "task.mujoco.nthread=2")
     write_config(str(tmp_path / "part"), cut)
-    relaunched = compose_config([*SMALL, "max_iterations=3", "task.mujoco.nthread=1"])
+    relaunched = compose_config([*SMALL, "max_iterations=2", "task.mujoco.nthread=1"])
     start = resume_point(relaunched, str(tmp_path / "part"))
     assert start == str(tmp_path / "part" / "checkpoints" / "last.pt")
-    _, _, runner, _ = _train(tmp_path / "part", "max_iterations=3", "task.mujoco.nthread=1", resume_from=start)
+    _, _, runner, _ = _train(tmp_path / "part", "max_iterations=2", "task.mujoco.nthread=1", resume_from=start)
     strip = {"wall_s", "collect_s", "wait_s", "update_s", "iteration_s", "fps", "fps_collect", "fps_update"}
     assert [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "part")] == \
         [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "whole")]
