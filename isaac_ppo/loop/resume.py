@@ -25,11 +25,10 @@ from isaac_ppo.errors import UserError
 CHANGEABLE_ON_RESUME = frozenset({
     "resume", "checkpoint", "max_iterations", "max_env_steps", "save_interval_iterations", "torch_threads",
     "collect_torch_threads", "task.mujoco.nthread", "headless", "test", "play_episodes", "capture_video", "runs_dir",
-    "diagnostics.plot",
-    "max_diverged_fraction", "eval.interval_env_steps", "eval.final", "eval.stochastic", "save_probe_set",
-    "diagnostics.probe_set", "agent.games_to_track", "capture_video_interval_iterations", "capture_video_len",
-    "wandb_activate", "wandb_project", "wandb_entity", "wandb_group", "wandb_name", "wandb_tags", "wandb_logcode_dir",
-    "wandb_logcode",
+    "diagnostics.plot", "max_diverged_fraction", "eval.interval_env_steps", "eval.final", "eval.stochastic",
+    "save_probe_set", "diagnostics.probe_set", "agent.games_to_track", "capture_video_interval_iterations",
+    "capture_video_len", "wandb_activate", "wandb_project", "wandb_entity", "wandb_group", "wandb_name", "wandb_tags",
+    "wandb_logcode_dir", "wandb_logcode",
 })
 
 

@@ -38,6 +38,14 @@ def _rows(run_dir):
         return [json.loads(line) for line in f]
 
 
+CLOCKS = {"wall_s", "collect_s", "wait_s", "update_s", "iteration_s", "fps", "fps_collect", "fps_update"}
+
+
+def _rows_without_clocks(run_dir):
+    """The rows of a run but for what the clock measured: what two runs of the same work must share."""
+    return [{k: v for k, v in row.items() if k not in CLOCKS} for row in _rows(run_dir)]
+
+
 def test_train_writes_rows_checkpoints_and_a_summary(tmp_path):
     _, _, runner, summary = _train(tmp_path, "max_iterations=4", "save_interval_iterations=2")
     assert summary["iterations"] == 4 and summary["env_steps"] == 4 * 32 * 16
@@ -110,9 +118,8 @@ def test_resume_continues_exactly(tmp_path, scheduler, sim, device):
     _, _, runner, resumed = _train(tmp_path / "part", "max_iterations=4", *common,
                                    resume_from=str(tmp_path / "part" / "checkpoints" / "last.pt"))
     assert resumed["iterations"] == 4
-    strip = {"wall_s", "collect_s", "wait_s", "update_s", "iteration_s", "fps", "fps_collect", "fps_update"}
-    rows = [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "whole")]
-    again = [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "part")]
+    rows = _rows_without_clocks(tmp_path / "whole")
+    again = _rows_without_clocks(tmp_path / "part")
     assert again == rows
     assert [row["staleness"] for row in again] == ([0, 1, 1, 1] if scheduler == "concurrent" else [0, 0, 0, 0])
     for name, value in whole_runner.model.state_dict().items():
@@ -226,8 +233,6 @@ def test_resume_auto_continues_only_a_run_of_this_config(tmp_path):
     assert resume_point(compose_config([*SMALL, *common, "seed=3"]), str(runs / "e" / "a")).endswith("last.pt")
 
 
-
-
 def test_a_run_continues_in_place_at_another_physics_thread_count_and_steps_the_same(tmp_path):
     """task.mujoco.nthread is the machine's (a cut study run relaunched pinned to one core): the folder's run
     continues at another count, and what it learns from is the same bit for bit: 1 iteration at 2 threads
@@ -241,11 +246,11 @@ def test_a_run_continues_in_place_at_another_physics_thread_count_and_steps_the_
     start = resume_point(relaunched, str(tmp_path / "part"))
     assert start == str(tmp_path / "part" / "checkpoints" / "last.pt")
     _, _, runner, _ = _train(tmp_path / "part", "max_iterations=2", "task.mujoco.nthread=1", resume_from=start)
-    strip = {"wall_s", "collect_s", "wait_s", "update_s", "iteration_s", "fps", "fps_collect", "fps_update"}
-    assert [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "part")] == \
-        [{k: v for k, v in row.items() if k not in strip} for row in _rows(tmp_path / "whole")]
+    assert _rows_without_clocks(tmp_path / "part") == _rows_without_clocks(tmp_path / "whole")
     for name, value in whole_runner.model.state_dict().items():
         assert torch.equal(value, runner.model.state_dict()[name]), name
+
+
 def test_exploding_physics_stops_the_run_naming_the_scale_keys(tmp_path):
     """A motor a billion times too strong makes nearly every Cartpole simulation diverge: the run stops after
     the first iteration's row (which records the divergences) with one line naming the share and the task's
