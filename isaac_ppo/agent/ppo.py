@@ -11,8 +11,9 @@ Follows rl-games' continuous PPO as IsaacGymEnvs configures it, with these choic
   chooses (before_update, the default; after_update, the order before and rsl_rl's): benchmarks/RESULTS.md
   "Normaliser order";
 - a fresh minibatch permutation every epoch (rsl_rl reuses one);
-- adaptive learning rate per minibatch from that minibatch's KL (rl-games' legacy schedule): above 2x the
-  threshold lr /= 1.5, below half lr *= 1.5, within [1e-6, 1e-2];
+- the adaptive learning rate as rl-games': above 2x the threshold lr /= 1.5, below half lr *= 1.5, within
+  [1e-6, 1e-2], after every minibatch from its KL (`agent.schedule_type=legacy`) or after every epoch from the mean
+  KL of its minibatches (`standard`, as IsaacGymEnvs' hand and manipulation configs set it);
 - mixed precision (float16 autocast and a gradient scaler) on CUDA only, as rl-games.
 """
 from __future__ import annotations
@@ -62,7 +63,7 @@ class PPO:
 
     def schedule_lr(self, progress: float) -> None:
         """Per-iteration schedules (linear, over the run's progress in [0, 1]: iterations or env steps,
-        whichever budget is nearer its end); the adaptive one acts per minibatch inside update()."""
+        whichever budget is nearer its end); the adaptive one acts inside update(), per minibatch or per epoch."""
         if self.cfg["lr_schedule"] == "linear":
             self.set_lr(self.cfg["learning_rate"] * max(1.0 - progress, 0.0))
 
@@ -135,7 +136,10 @@ class PPO:
             ref_mu = data["mu"].float().clone()
             ref_log_std = start_log_std.float().expand_as(ref_mu).clone()
         sums = torch.zeros(7, device=self.device)  # actor, critic, entropy, bounds, kl, clip fraction, count
+        adaptive = cfg["lr_schedule"] == "adaptive"
+        per_epoch = cfg.get("schedule_type", "legacy") == "standard"
         for _ in range(plan.epochs):
+            epoch_kls = []
             for ids, mb in self._minibatches(data, rows, plan.minibatch_size, split):
                 valid = mb.get("valid")  # (recurrent: 0.0 on a chunk's padding; None: every row counts)
                 with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
@@ -178,8 +182,12 @@ class PPO:
                         actor_loss.detach().float(), critic_loss.detach().float(), entropy.detach().float(),
                         bounds.detach().float(), kl, clipped_fraction, torch.ones((), device=self.device),
                     ])
-                if cfg["lr_schedule"] == "adaptive":
+                if adaptive and per_epoch:
+                    epoch_kls.append(mean_kl)  # (no host sync per minibatch)
+                elif adaptive:
                     self._adapt_lr(float(mean_kl))
+            if adaptive and per_epoch and epoch_kls:  # (rl-games' standard: the epoch's minibatches' mean KL)
+                self._adapt_lr(float(torch.stack(epoch_kls).mean()))
         actor, critic, entropy, bounds, kl, clip_frac, count = (sums[:6] / sums[6]).tolist() + [float(sums[6])]
         return dict({
             "actor_loss": actor, "critic_loss": critic, "entropy": entropy, "bounds_loss": bounds, "kl": kl,

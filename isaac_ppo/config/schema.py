@@ -79,6 +79,10 @@ class AgentConfig:
     lr_schedule: str = key("adaptive", choice("adaptive", "linear", "constant"),
                            "adaptive (rl-games': the KL to kl_threshold), linear (to 0 at the budget) or constant")
     kl_threshold: float = key(0.008, positive(), "the adaptive schedule's target KL")
+    schedule_type: str = key("legacy", choice("legacy", "standard"),
+                             "when the adaptive schedule adapts: after every minibatch from its KL (legacy, rl-games' "
+                             "default) or after every epoch from its minibatches' mean KL (standard: IsaacGymEnvs' "
+                             "hand and manipulation configs); agent/ppo.py")
     kl_reference: str = key("update_start", choice("update_start", "previous_epoch"),
                             "what the adaptive schedule's KL measures a minibatch's policy change from: the "
                             "update's start (ours, rsl_rl's) or each row's previous epoch (rl-games', the measure "

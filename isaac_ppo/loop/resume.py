@@ -73,10 +73,11 @@ def resume_mismatch(saved_config_path: str, cfg: DictConfig) -> Optional[str]:
     for key in sorted(set(saved) | set(now)):
         if key in CHANGEABLE_ON_RESUME | drawn:
             continue
-        if key not in saved and key in defaults and now.get(key) == defaults[key]:
-            continue  # a key added since that run was written, left at its default: the run did the same
-        if saved.get(key) != now.get(key):
-            return f"{key}={saved.get(key)!r} there, {now.get(key)!r} here"
+        # a key added since that run was written: the run did what its default does (a key is added with the
+        # default that keeps the old behaviour), so a task that sets it otherwise is another run
+        there = saved[key] if key in saved else defaults.get(key)
+        if there != now.get(key):
+            return f"{key}={there!r} there, {now.get(key)!r} here"
     return None
 
 

@@ -115,6 +115,23 @@ def test_a_run_written_before_keys_were_added_still_resumes_at_their_defaults(tm
     OmegaConf.save(saved, path)
     assert resume_mismatch(path, cfg) is None  # the new keys at their defaults: the same run
     assert resume_mismatch(path, compose_config([*SMALL, "task.mujoco.nconmax=3"])) == \
-        "task.mujoco.nconmax=None there, 3 here"
+        "task.mujoco.nconmax=1 there, 3 here"  # (what that run did: the key's default)
     assert resume_mismatch(path, compose_config([*SMALL, "torch_deterministic=true"])) == \
-        "torch_deterministic=None there, True here"  # not at its default: another run
+        "torch_deterministic=False there, True here"  # not at its default: another run
+
+
+def test_a_run_written_before_schedule_type_is_a_legacy_run_whatever_its_task_now_says(tmp_path):
+    """agent.schedule_type came (2026-12-08) after runs of tasks whose agent config now sets standard (IsaacGymEnvs'
+    ShadowHand configs): those runs adapted every minibatch, so they continue with legacy and not otherwise."""
+    from isaac_ppo.loop.resume import resume_mismatch
+    from isaac_ppo.io.logger import write_config
+
+    hand = ["task=ShadowHandOpenAI_LSTM", "sim=mujoco", "num_envs=64", "agent.num_mini_batches=4", "diagnostics=off"]
+    cfg = compose_config(hand)
+    assert cfg.agent.schedule_type == "standard" and compose_config(SMALL).agent.schedule_type == "legacy"
+    path = write_config(str(tmp_path), cfg)
+    saved = OmegaConf.load(path)
+    del saved.agent["schedule_type"]
+    OmegaConf.save(saved, path)
+    assert resume_mismatch(path, cfg) == "agent.schedule_type='legacy' there, 'standard' here"
+    assert resume_mismatch(path, compose_config([*hand, "agent.schedule_type=legacy"])) is None

@@ -168,6 +168,35 @@ def test_adaptive_lr_bounds():
     assert ppo.lr == 1e-4
 
 
+def test_standard_schedule_adapts_once_an_epoch_from_its_minibatches_mean_kl():
+    """schedule_type=standard (rl-games', IsaacGymEnvs' hand configs): one adaptation after each epoch, from the mean
+    of that epoch's minibatch KLs; legacy: one after every minibatch."""
+    plan = Plan(N, T, 3, 16).check(N)  # 3 epochs of T * N / 16 minibatches
+    per_epoch = T * N // 16
+    model = _model()
+    ppo = _ppo(model, lr_schedule="adaptive", kl_threshold=1e9, learning_rate=1e-4, schedule_type="standard")
+    assert ppo.update(_buffer(model), plan)["lr"] == pytest.approx(1e-4 * 1.5 ** 3)
+    model = _model()
+    legacy = _ppo(model, lr_schedule="adaptive", kl_threshold=1e9, learning_rate=1e-4, schedule_type="legacy")
+    assert legacy.update(_buffer(model), plan)["lr"] == pytest.approx(min(1e-4 * 1.5 ** (3 * per_epoch), LR_MAX))
+
+    model = _model()
+    ppo = _ppo(model, lr_schedule="adaptive", kl_threshold=1e-3, learning_rate=1e-3, schedule_type="standard")
+    kls, adapted = [], []
+    step = ppo._step
+
+    def recorded_step(loss, riders):  # (riders: the minibatch's KL, then its loss)
+        out = step(loss, riders)
+        kls.append(float(out[0]))
+        return out
+
+    ppo._step, ppo._adapt_lr = recorded_step, adapted.append
+    ppo.update(_buffer(model), plan)
+    assert len(kls) == 3 * per_epoch and len(adapted) == 3
+    for epoch, kl in enumerate(adapted):
+        assert kl == pytest.approx(sum(kls[epoch * per_epoch:(epoch + 1) * per_epoch]) / per_epoch, rel=1e-6)
+
+
 def test_constant_schedule_keeps_lr():
     model = _model()
     ppo = _ppo(model, lr_schedule="constant", kl_threshold=1e-9, learning_rate=1e-3)
